@@ -1,0 +1,66 @@
+# One command to run the farm, one to test it. Both do their own set-up first.
+SHELL := /bin/bash
+.DEFAULT_GOAL := run
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+REQ_STAMP := $(VENV)/.req-$(shell sha1sum requirements.txt | cut -c1-16)
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
+APT_UPDATED := /tmp/.webfarm-apt-updated
+
+# Where `make run` listens.
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: setup system-packages test-packages venv migrate demo run test bench lint clean
+
+setup: system-packages venv migrate demo
+
+# Install an OS package when its command is missing: $(call need,command,package)
+define need
+	@command -v $(1) >/dev/null 2>&1 || { \
+	  [ -f $(APT_UPDATED) ] || { $(APT) update -qq && touch $(APT_UPDATED); }; \
+	  echo "installing $(2) from the OS packages"; $(APT) install -y -qq $(2) >/dev/null; }
+endef
+
+system-packages:
+	$(call need,memcached,memcached)
+	$(call need,redis-server,redis-server)
+
+# Only the tests and benchmarks need a browser and a load generator.
+test-packages:
+	$(call need,chromium,chromium)
+	$(call need,wrk,wrk)
+
+venv: $(REQ_STAMP)
+$(REQ_STAMP): requirements.txt
+	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	@rm -f $(VENV)/.req-* && touch $@
+
+migrate: venv
+	@$(PY) manage.py migrate --no-input -v 0
+	@$(PY) manage.py collectstatic --no-input -v 0
+
+demo: migrate
+	@$(PY) manage.py seed_demo
+
+run: setup
+	@$(PY) -m webfarm.launch --host $(HOST) --port $(PORT)
+
+test: setup test-packages
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m pytest
+
+bench: setup test-packages
+	$(PY) -m bench
+
+lint: venv
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+clean:
+	rm -rf $(VENV) var staticfiles db.sqlite3*

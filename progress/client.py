@@ -1,0 +1,82 @@
+"""The one place that builds the memcached client from settings."""
+
+import os
+import threading
+
+from django.core.exceptions import ImproperlyConfigured
+from pymemcache.client.hash import HashClient
+
+from progress.conf import get_config
+
+
+class StableHashClient(HashClient):
+    """A HashClient whose key-to-server map never changes.
+
+    pymemcache's HashClient takes a failing server out of the ring, so its keys
+    move to the survivors, and inside its retry window it answers with the
+    default instead of raising. For counters, queue pointers and job records
+    that silently splits state between servers (DESIGN.md section 4). Here a
+    server that fails stays in the ring: operations on its keys raise until it
+    is back, and the caller decides what to do.
+    """
+
+    def _mark_failed_server(self, server: object) -> None:
+        return None
+
+
+def parse_servers(servers: list[str] | tuple[str, ...]) -> list[tuple[str, int]]:
+    """host:port strings -> (host, port) pairs; IPv6 as [::1]:11211."""
+    parsed = []
+    for spec in servers:
+        host, sep, port = spec.strip().rpartition(":")
+        host = host.strip("[]")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ImproperlyConfigured(f"memcached server {spec!r} is not host:port (MEMCACHED_SERVERS)")
+        parsed.append((host, int(port)))
+    if not parsed:
+        raise ImproperlyConfigured("MEMCACHED_SERVERS names no server")
+    return parsed
+
+
+def build_client(servers: list[str] | tuple[str, ...], namespace: str, **options: object) -> StableHashClient:
+    config = get_config()
+    kwargs: dict = {
+        "key_prefix": f"{namespace}:".encode(),
+        # With noreply, add() never reports "exists" and -M's out-of-memory
+        # refusals are lost (DESIGN.md section 4).
+        "default_noreply": False,
+        "connect_timeout": config["CONNECT_TIMEOUT"],
+        "timeout": config["TIMEOUT"],
+        "no_delay": True,
+        # Gunicorn threads and the reporter's heartbeat share the client.
+        "use_pooling": True,
+        "ignore_exc": False,
+        **options,
+    }
+    return StableHashClient(parse_servers(servers), **kwargs)
+
+
+_lock = threading.Lock()
+_clients: dict[int, StableHashClient] = {}
+
+
+def get_client() -> StableHashClient:
+    """The process's client; a forked child (Celery prefork) builds its own."""
+    pid = os.getpid()
+    client = _clients.get(pid)
+    if client is None:
+        with _lock:
+            client = _clients.get(pid)
+            if client is None:
+                config = get_config()
+                client = build_client(config["SERVERS"], config["NAMESPACE"])
+                _clients.clear()
+                _clients[pid] = client
+    return client
+
+
+def reset_client() -> None:
+    with _lock:
+        for client in _clients.values():
+            client.close()
+        _clients.clear()

@@ -1,0 +1,15 @@
+class ProgressUnavailable(Exception):
+    """memcached could not be reached or refused the write (full under -M)."""
+
+
+class JobCancelled(Exception):
+    """Raised inside a task when its job has been cancelled; the job ends cleanly."""
+
+
+class JobNotRunnable(Exception):
+    """The job was cancelled before it started, or is unknown: the task must not run."""
+
+
+class JobFailed(Exception):
+    """A failure whose message is meant for the job's owner (bad parameters,
+    no data in range...). Any other exception is shown as an internal error."""

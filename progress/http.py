@@ -1,0 +1,16 @@
+"""JSON error responses shared by the machine-facing views."""
+
+from django.http import JsonResponse
+
+
+def json_error(status: int, message: str, *, retry_after: int | None = None) -> JsonResponse:
+    response = JsonResponse({"error": message}, status=status)
+    response["Cache-Control"] = "no-store"
+    if retry_after is not None:
+        response["Retry-After"] = str(retry_after)
+    return response
+
+
+def wants_json(request: object) -> bool:
+    accept = getattr(request, "headers", {}).get("Accept", "")
+    return "application/json" in accept and "text/html" not in accept

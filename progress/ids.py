@@ -1,0 +1,20 @@
+"""Job ids: 128 random bits, URL-safe, and a strict check for untrusted input."""
+
+import re
+import secrets
+
+JOB_ID_LENGTH = 22  # 16 random bytes in unpadded base64url
+_JOB_ID_RE = re.compile(rf"[A-Za-z0-9_-]{{{JOB_ID_LENGTH}}}")
+
+
+def new_job_id() -> str:
+    return secrets.token_urlsafe(16)
+
+
+def is_valid_job_id(value: object) -> bool:
+    """True only for strings that new_job_id() could have made.
+
+    Anything else is rejected before it reaches memcached, whose keys may not
+    hold whitespace or control characters.
+    """
+    return isinstance(value, str) and _JOB_ID_RE.fullmatch(value) is not None

@@ -1,0 +1,33 @@
+from django.conf import settings
+from django.db import models
+
+from progress.ids import JOB_ID_LENGTH, new_job_id
+from progress.states import State
+
+
+class Job(models.Model):
+    """The durable side of a job: who owns it, what it was, how it ended.
+
+    Live progress lives in memcached; this row is written when a job is
+    created, starts and ends, so "my jobs" and final states survive memcached
+    restarts and evictions.
+    """
+
+    id = models.CharField(primary_key=True, max_length=JOB_ID_LENGTH, default=new_job_id, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="jobs")
+    kind = models.CharField(max_length=64)
+    title = models.CharField(max_length=200, blank=True)
+    params = models.JSONField(default=dict, blank=True)
+    state = models.CharField(max_length=16, choices=[(s.value, s.value) for s in State], default=State.QUEUED)
+    error = models.TextField(blank=True)
+    result_url = models.CharField(max_length=300, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["owner", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.id} ({self.state})"

@@ -1,0 +1,177 @@
+"""What task code calls to publish progress.
+
+    reporter.plan([("reading orders", 80), ("aggregating", 5), ("writing file", 15)])
+    reporter.stage("reading orders", total=rows)
+    for i, row in enumerate(rows, 1):
+        ...
+        reporter.update(i)
+
+update() only stores numbers in memory and compares the clock with a deadline:
+memcached sees at most one write per FLUSH_INTERVAL, so a task may call it a
+million times in a tight loop. Each write also reads the cancel flag; a
+cancelled job gets JobCancelled from its next update().
+"""
+
+import logging
+import threading
+import time
+from collections.abc import Iterable
+
+from progress import store
+from progress.conf import get_config
+from progress.exceptions import JobCancelled, ProgressUnavailable
+from progress.records import JobRecord
+
+logger = logging.getLogger(__name__)
+
+# Weight of the newest rate sample in the ETA's moving average.
+ETA_SMOOTHING = 0.3
+# Wait this long between warnings about an unreachable memcached.
+WARN_EVERY = 30.0
+
+
+class ProgressReporter:
+    def __init__(
+        self,
+        record: JobRecord,
+        *,
+        flush_interval: float | None = None,
+        heartbeat_interval: float | None = None,
+    ) -> None:
+        config = get_config()
+        self.record = record
+        self.flush_interval = config["FLUSH_INTERVAL"] if flush_interval is None else flush_interval
+        self.heartbeat_interval = (
+            config["HEARTBEAT_INTERVAL"] if heartbeat_interval is None else heartbeat_interval
+        )
+        self._current = record.current
+        self._total = record.total
+        self._message = record.message
+        self._weights: dict[str, float] = {}
+        self._done_weight = 0.0  # share of the job finished by earlier stages
+        self._stage_weight = 1.0  # share of the job the current stage stands for
+        self._cancelled = False
+        self._due = 0.0  # monotonic time of the next write
+        self._last_flush = 0.0
+        self._rate: float | None = None  # fraction of the job per second
+        self._last_sample: tuple[float, float] | None = None
+        self._last_warning = -WARN_EVERY
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._heartbeat: threading.Thread | None = None
+        self.flushes = 0
+
+    # -- what task code calls -------------------------------------------------
+
+    def plan(self, stages: Iterable[tuple[str, float]]) -> None:
+        """Declare the stages and their relative cost, so percent moves evenly."""
+        stages = list(stages)
+        whole = sum(weight for _, weight in stages) or 1.0
+        self._weights = {name: weight / whole for name, weight in stages}
+
+    def stage(self, name: str, *, total: int | None = None, message: str = "") -> None:
+        """Start a stage; current counts from 0 towards `total` (None: unknown)."""
+        with self._lock:
+            if self.record.stage and self.record.stage != name:
+                self._done_weight += self._stage_weight
+            self._stage_weight = self._weights.get(name, 0.0 if self._weights else 1.0)
+            self.record.stage = name
+            self._current = 0
+            self._total = total
+            self._message = message
+        self.flush()
+
+    def update(self, current: int, *, total: int | None = None, message: str | None = None) -> None:
+        """Record progress in the current stage. Cheap: call it as often as you like."""
+        self._current = current
+        if total is not None:
+            self._total = total
+        if message is not None:
+            self._message = message
+        if self._cancelled:
+            raise JobCancelled(self.record.job)
+        if time.monotonic() >= self._due:
+            self.flush()
+            if self._cancelled:
+                raise JobCancelled(self.record.job)
+
+    def set_message(self, message: str) -> None:
+        self._message = message
+
+    def check_cancelled(self) -> None:
+        """Raise JobCancelled now if the job was cancelled (no memcached trip)."""
+        if self._cancelled:
+            raise JobCancelled(self.record.job)
+
+    # -- writing ----------------------------------------------------------------
+
+    def fraction(self) -> float:
+        total = self._total
+        within = min(self._current / total, 1.0) if total else 0.0
+        return min(self._done_weight + self._stage_weight * within, 1.0)
+
+    def flush(self) -> None:
+        """Write the record now and read the cancel flag; never raises for memcached."""
+        with self._lock:
+            now_mono = time.monotonic()
+            self._due = now_mono + self.flush_interval
+            self._last_flush = now_mono
+            fraction = self.fraction()
+            self._update_eta(now_mono, fraction)
+            record = self.record
+            now = time.time()
+            record.current = self._current
+            record.total = self._total
+            record.message = self._message
+            record.percent = round(fraction * 100, 1)
+            record.updated_at = record.heartbeat_at = now
+            try:
+                if store.is_cancel_requested(record.job):
+                    record.cancel_requested = True
+                    self._cancelled = True
+                store.write(record)
+                self.flushes += 1
+            except ProgressUnavailable as exc:
+                # The job goes on: progress is a view of the work, not the work.
+                if now_mono - self._last_warning >= WARN_EVERY:
+                    self._last_warning = now_mono
+                    logger.warning("job %s: progress not published: %s", record.job, exc)
+
+    def _update_eta(self, now: float, fraction: float) -> None:
+        if self._last_sample is not None:
+            then, before = self._last_sample
+            if now > then and fraction >= before:
+                sample = (fraction - before) / (now - then)
+                self._rate = (
+                    sample
+                    if self._rate is None
+                    else ETA_SMOOTHING * sample + (1 - ETA_SMOOTHING) * self._rate
+                )
+        self._last_sample = (now, fraction)
+        if self._rate and self._rate > 0:
+            self.record.eta_seconds = round((1.0 - fraction) / self._rate, 1)
+        else:
+            self.record.eta_seconds = None
+
+    # -- heartbeat --------------------------------------------------------------
+
+    def start_heartbeat(self) -> None:
+        """Write at least every HEARTBEAT_INTERVAL even while the task is inside
+        one long step, so watchers can tell a slow job from a dead one."""
+        if self._heartbeat is not None:
+            return
+        self._heartbeat = threading.Thread(
+            target=self._beat, name=f"heartbeat-{self.record.job}", daemon=True
+        )
+        self._heartbeat.start()
+
+    def stop_heartbeat(self) -> None:
+        self._stop.set()
+        if self._heartbeat is not None:
+            self._heartbeat.join(timeout=5)
+            self._heartbeat = None
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.heartbeat_interval / 2):
+            if time.monotonic() - self._last_flush >= self.heartbeat_interval / 2:
+                self.flush()

@@ -1,0 +1,50 @@
+"""Reads for the progress endpoint and the job pages."""
+
+import time
+
+from progress import store
+from progress.conf import get_config
+from progress.exceptions import ProgressUnavailable
+from progress.ids import is_valid_job_id
+from progress.models import Job
+from progress.records import JobRecord
+from progress.services import record_from_job
+
+
+def _from_database(job_id: str, owner_id: int) -> JobRecord | None:
+    job = Job.objects.filter(pk=job_id, owner_id=owner_id).first()
+    return None if job is None else record_from_job(job)
+
+
+def job_record(*, job_id: str, owner_id: int) -> JobRecord | None:
+    """The caller's job as it stands, or None if it is unknown or not theirs.
+
+    The hot path is one memcached get. The database is read only when the
+    record is missing (expired, evicted, memcached restarted), when memcached
+    is unreachable, or when a running job has stopped beating: then the row
+    may know how it ended. Raises ProgressUnavailable when neither memcached
+    nor the database can tell.
+    """
+    if not is_valid_job_id(job_id):
+        return None
+    try:
+        record = store.read(job_id)
+    except ProgressUnavailable:
+        record = _from_database(job_id, owner_id)
+        if record is None or not record.is_final:
+            raise
+        return record
+    if record is None:
+        return _from_database(job_id, owner_id)
+    if record.owner != owner_id:
+        return None
+    if not record.is_final and _stale(record):
+        stored = _from_database(job_id, owner_id)
+        if stored is not None and stored.is_final:
+            return stored
+    return record
+
+
+def _stale(record: JobRecord) -> bool:
+    beat = record.heartbeat_at or record.updated_at
+    return record.state == "running" and time.time() - beat > 3 * get_config()["HEARTBEAT_INTERVAL"]

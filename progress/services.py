@@ -1,0 +1,217 @@
+"""Job lifecycle: create (web), begin/track/finish (worker), cancel (web)."""
+
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from celery.exceptions import SoftTimeLimitExceeded
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+
+from progress import store
+from progress.exceptions import JobCancelled, JobFailed, JobNotRunnable, ProgressUnavailable
+from progress.models import Job
+from progress.records import JobRecord
+from progress.reporter import ProgressReporter
+from progress.states import FINAL_STATES, State
+
+logger = logging.getLogger(__name__)
+
+FINAL_WRITE_ATTEMPTS = 5
+FINAL_WRITE_PAUSE = 0.2
+
+
+def _dt(timestamp: float | None) -> datetime | None:
+    return None if timestamp is None else datetime.fromtimestamp(timestamp, UTC)
+
+
+def record_from_job(job: Job) -> JobRecord:
+    """A record rebuilt from the database, for when memcached has none."""
+    final = job.state in FINAL_STATES
+    return JobRecord(
+        job=job.id,
+        owner=job.owner_id,
+        kind=job.kind,
+        title=job.title,
+        state=job.state,
+        percent=100.0 if job.state == State.SUCCEEDED else None,
+        message="" if final else "progress temporarily unavailable",
+        created_at=job.created_at.timestamp(),
+        started_at=job.started_at.timestamp() if job.started_at else None,
+        updated_at=(job.finished_at or job.started_at or job.created_at).timestamp(),
+        finished_at=job.finished_at.timestamp() if job.finished_at else None,
+        result_url=job.result_url,
+        error=job.error,
+    )
+
+
+def create_job(*, owner: AbstractBaseUser, kind: str, title: str, params: dict[str, Any]) -> Job:
+    """Record a queued job in the database and in memcached, both or neither.
+
+    Call before sending the task, so no page ever shows an unknown job.
+    Raises ProgressUnavailable when memcached cannot take the record.
+    """
+    now = time.time()
+    with transaction.atomic():
+        job = Job.objects.create(owner=owner, kind=kind, title=title, params=params)
+        store.create(
+            JobRecord(
+                job=job.id,
+                owner=owner.pk,
+                kind=kind,
+                title=title,
+                percent=0.0,
+                message="waiting for a worker",
+                created_at=now,
+                updated_at=now,
+            )
+        )
+    return job
+
+
+def fail_to_queue(*, job: Job, reason: str) -> None:
+    """The task could not be sent: end the job as failed everywhere."""
+    _finish(
+        JobRecord(job=job.id, owner=job.owner_id, kind=job.kind, title=job.title), State.FAILED, error=reason
+    )
+
+
+def begin_job(job_id: str) -> JobRecord:
+    """Move a job to running. Raises JobNotRunnable if it was cancelled or ended.
+
+    memcached's cas decides races with a cancel; the database row follows and
+    has the last word when memcached is away.
+    """
+    job = Job.objects.filter(pk=job_id).first()
+    if job is None:
+        raise JobNotRunnable(f"job {job_id} is unknown")
+    now = time.time()
+
+    def start(record: JobRecord) -> bool:
+        if record.is_final or record.cancel_requested:
+            return False
+        record.state = State.RUNNING
+        record.started_at = record.heartbeat_at = now
+        record.message = "started"
+        return True
+
+    try:
+        record = store.update(job_id, start)
+        if record is None:  # evicted or memcached restarted: rebuild from the row
+            record = record_from_job(job)
+            if start(record):
+                store.write(record)
+        elif store.is_cancel_requested(job_id) and not record.is_final:
+            record.cancel_requested = True
+    except ProgressUnavailable as exc:
+        logger.warning("job %s starts without live progress: %s", job_id, exc)
+        record = record_from_job(job)
+        start(record)
+
+    if record.cancel_requested and record.state != State.RUNNING:
+        _finish(record, State.CANCELLED)
+        raise JobNotRunnable(f"job {job_id} was cancelled before it started")
+    if record.state != State.RUNNING:
+        raise JobNotRunnable(f"job {job_id} is {record.state}")
+    started = Job.objects.filter(pk=job_id, state__in=[State.QUEUED, State.RUNNING]).update(
+        state=State.RUNNING, started_at=_dt(now)
+    )
+    if not started:
+        job.refresh_from_db()
+        _finish(record, State(job.state), error=job.error)
+        raise JobNotRunnable(f"job {job_id} is {job.state}")
+    return record
+
+
+def _finish(record: JobRecord, state: State, *, error: str = "", result_url: str = "") -> None:
+    now = time.time()
+    record.state = state
+    record.error = error
+    record.result_url = result_url
+    record.finished_at = record.updated_at = record.heartbeat_at = now
+    record.eta_seconds = None
+    if state == State.SUCCEEDED:
+        record.percent = 100.0
+        record.current = record.total or record.current
+        record.message = "done"
+    elif state == State.CANCELLED:
+        record.message = "cancelled"
+    elif state == State.FAILED:
+        record.message = "failed"
+    Job.objects.filter(pk=record.job).update(
+        state=state, error=error, result_url=result_url, finished_at=_dt(now)
+    )
+    for attempt in range(FINAL_WRITE_ATTEMPTS):
+        try:
+            store.write(record)
+            return
+        except ProgressUnavailable as exc:
+            if attempt == FINAL_WRITE_ATTEMPTS - 1:
+                # The row above holds the final state; readers fall back to it.
+                logger.error("job %s: final state %s kept in the database only: %s", record.job, state, exc)
+            else:
+                time.sleep(FINAL_WRITE_PAUSE * (attempt + 1))
+
+
+class Tracker:
+    """What track_job() yields: the reporter plus the job's result URL."""
+
+    def __init__(self, reporter: ProgressReporter) -> None:
+        self.reporter = reporter
+        self.result_url = ""
+
+
+@contextmanager
+def track_job(job_id: str) -> Iterator[Tracker]:
+    """Run a job's body: running on entry, a final state on exit, a heartbeat
+    in between. JobCancelled ends it as cancelled; JobFailed as failed with its
+    message; a time limit as failed; anything else as failed and re-raised."""
+    record = begin_job(job_id)
+    reporter = ProgressReporter(record)
+    tracker = Tracker(reporter)
+    reporter.start_heartbeat()
+    try:
+        yield tracker
+    except JobCancelled:
+        reporter.stop_heartbeat()
+        _finish(record, State.CANCELLED)
+    except JobFailed as exc:
+        reporter.stop_heartbeat()
+        _finish(record, State.FAILED, error=str(exc))
+    except SoftTimeLimitExceeded:
+        reporter.stop_heartbeat()
+        _finish(record, State.FAILED, error="The job took longer than its time limit and was stopped.")
+    except BaseException:
+        reporter.stop_heartbeat()
+        logger.exception("job %s crashed", job_id)
+        _finish(record, State.FAILED, error=f"Internal error while running the job (reference {job_id}).")
+        raise
+    else:
+        reporter.stop_heartbeat()
+        _finish(record, State.SUCCEEDED, result_url=tracker.result_url)
+
+
+def cancel_job(*, job: Job) -> JobRecord:
+    """Ask a job to stop. A queued job ends at once; a running one at its next
+    progress write. Cancelling an ended job changes nothing."""
+    if job.state in FINAL_STATES:
+        return record_from_job(job)
+    store.request_cancel(job.id)
+
+    def mark(record: JobRecord) -> bool:
+        if record.is_final:
+            return False
+        record.cancel_requested = True
+        record.message = "cancelling"
+        return True
+
+    record = store.update(job.id, mark) or record_from_job(job)
+    if record.state == State.QUEUED:
+        # A worker that picks it up now sees cancel_requested and gives up.
+        ended = Job.objects.filter(pk=job.id, state=State.QUEUED).update(state=State.CANCELLED)
+        if ended:
+            _finish(record, State.CANCELLED)
+    return record

@@ -1,0 +1,60 @@
+import hashlib
+import json
+
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.utils.cache import get_conditional_response
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_POST, require_safe
+
+from progress import selectors, services
+from progress.exceptions import ProgressUnavailable
+from progress.http import json_error, wants_json
+from progress.ids import is_valid_job_id
+from progress.models import Job
+
+# Seconds a client should wait before polling again when memcached is away.
+UNAVAILABLE_RETRY_AFTER = 3
+
+
+@require_safe
+def progress_detail(request: HttpRequest, job_id: str) -> HttpResponse:
+    if not request.user.is_authenticated:
+        return json_error(401, "Log in to see job progress.")
+    try:
+        record = selectors.job_record(job_id=job_id, owner_id=request.user.pk)
+    except ProgressUnavailable:
+        return json_error(503, "Progress is temporarily unavailable.", retry_after=UNAVAILABLE_RETRY_AFTER)
+    if record is None:
+        return json_error(404, "No such job.")
+    body = json.dumps(record.public(), separators=(",", ":")).encode()
+    etag = f'"{hashlib.blake2b(body, digest_size=12).hexdigest()}"'
+    response = get_conditional_response(request, etag=etag) or HttpResponse(
+        body, content_type="application/json"
+    )
+    response["ETag"] = etag
+    # Every poll must reach a node: a cached copy would freeze the bar.
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_POST
+def cancel(request: HttpRequest, job_id: str) -> HttpResponse:
+    if not request.user.is_authenticated:
+        return json_error(401, "Log in to cancel a job.")
+    job = Job.objects.filter(pk=job_id, owner=request.user).first() if is_valid_job_id(job_id) else None
+    if job is None:
+        return json_error(404, "No such job.")
+    try:
+        record = services.cancel_job(job=job)
+    except ProgressUnavailable:
+        return json_error(
+            503, "Cannot reach the progress store; try again.", retry_after=UNAVAILABLE_RETRY_AFTER
+        )
+    if wants_json(request):
+        return JsonResponse(record.public(), status=202)
+    next_url = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(
+        next_url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        next_url = "/"
+    return HttpResponseRedirect(next_url)

@@ -1,0 +1,129 @@
+"""What every report type has, and the chunked scan they share."""
+
+import csv
+import io
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import date
+from typing import Any, ClassVar
+
+from django import forms
+from django.conf import settings
+from django.db.models import Max, Min
+
+from progress.exceptions import JobFailed
+from progress.models import Job
+from progress.reporter import ProgressReporter
+from progress.services import Tracker
+from reports import results
+from reports.models import OrderLine
+
+# Spreadsheet programs run cells that start with these as formulas.
+_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+class DateRangeForm(forms.Form):
+    date_from = forms.DateField(widget=forms.DateInput(attrs={"type": "date"}))
+    date_to = forms.DateField(widget=forms.DateInput(attrs={"type": "date"}))
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        start, end = cleaned.get("date_from"), cleaned.get("date_to")
+        if start and end and start > end:
+            raise forms.ValidationError("The start date must not be after the end date.")
+        return cleaned
+
+
+class Report:
+    """A report type. Subclasses set the class attributes and implement run()."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    description: ClassVar[str]
+    form_class: ClassVar[type[forms.Form]]
+    # Hard stop (seconds); the soft limit a little earlier lets it end cleanly.
+    time_limit: ClassVar[int] = 30 * 60
+    stages: ClassVar[Sequence[tuple[str, float]]] = (
+        ("reading orders", 85),
+        ("aggregating", 5),
+        ("writing file", 10),
+    )
+
+    def params_from_form(self, cleaned: dict[str, Any]) -> dict[str, Any]:
+        """Form data -> JSON-safe job parameters."""
+        return {k: v.isoformat() if isinstance(v, date) else v for k, v in cleaned.items()}
+
+    def describe(self, params: dict[str, Any]) -> str:
+        return f"{self.title}, {params.get('date_from')} to {params.get('date_to')}"
+
+    def run(self, *, job: Job, params: dict[str, Any], tracker: Tracker) -> None:
+        raise NotImplementedError
+
+
+def scan_order_lines(
+    reporter: ProgressReporter,
+    fields: Sequence[str],
+    *,
+    date_from: str,
+    date_to: str,
+    **filters: Any,
+) -> Iterator[tuple]:
+    """Yield order lines in id order, one chunk per query, reporting per chunk.
+
+    Chunks are id ranges, not OFFSETs, so every query costs the same however
+    far the scan has got.
+    """
+    bounds = OrderLine.objects.aggregate(lo=Min("id"), hi=Max("id"))
+    lo, hi = bounds["lo"], bounds["hi"]
+    if lo is None:
+        raise JobFailed("There are no orders in the database yet.")
+    total = hi - lo + 1
+    chunk = settings.REPORTS["CHUNK_ROWS"]
+    reporter.stage("reading orders", total=total, message="reading order lines")
+    base = OrderLine.objects.filter(order__placed_on__gte=date_from, order__placed_on__lte=date_to, **filters)
+    for start in range(lo, hi + 1, chunk):
+        yield from base.filter(id__gte=start, id__lt=start + chunk).values_list(*fields)
+        done = min(start + chunk, hi + 1) - lo
+        reporter.update(done, message=f"{done:,} of {total:,} order lines read")
+
+
+def safe_cell(value: object) -> object:
+    if isinstance(value, str) and value.startswith(_FORMULA_PREFIXES):
+        return "'" + value
+    return value
+
+
+def write_csv(
+    *,
+    job: Job,
+    reporter: ProgressReporter,
+    name: str,
+    header: Sequence[str],
+    rows: Sequence[Iterable[object]],
+) -> results.ResultWriter:
+    """Write rows as a CSV result file, reporting rows written."""
+    reporter.stage("writing file", total=len(rows), message=f"writing {name}")
+    with results.ResultWriter(job, name, "text/csv") as out:
+        text = io.TextIOWrapper(out, encoding="utf-8", newline="", write_through=True)
+        writer = csv.writer(text)
+        writer.writerow(header)
+        for i, row in enumerate(rows, 1):
+            writer.writerow([safe_cell(v) for v in row])
+            reporter.update(i)
+        text.flush()
+        text.detach()
+    return out
+
+
+def cents(value: int) -> str:
+    return f"{value / 100:.2f}"
+
+
+def png_chart(draw: Any) -> bytes:
+    """Render a chart with matplotlib's object API (no pyplot: no global state)."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(9, 4.8), dpi=100, layout="constrained")
+    draw(figure.add_subplot())
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    return buffer.getvalue()

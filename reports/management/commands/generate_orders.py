@@ -1,0 +1,29 @@
+from argparse import ArgumentParser
+from typing import Any
+
+from django.core.management.base import BaseCommand
+from tqdm import tqdm
+
+from reports import dataset
+
+
+class Command(BaseCommand):
+    help = "Add a synthetic dataset of customers, products, orders and order lines."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("--customers", type=int, default=20_000)
+        parser.add_argument("--products", type=int, default=800)
+        parser.add_argument("--orders", type=int, default=1_000_000)
+        parser.add_argument("--seed", type=int, default=7)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        with tqdm(
+            total=options["orders"], unit="order", desc="generating orders", disable=options["verbosity"] == 0
+        ) as bar:
+            dataset.generate(
+                customers=options["customers"],
+                products=options["products"],
+                orders=options["orders"],
+                seed=options["seed"],
+                on_progress=bar.update,
+            )

@@ -1,0 +1,32 @@
+import os
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from reports.models import Order
+
+DEMO_USERS = [("alice", False), ("bob", False), ("admin", True)]
+
+
+class Command(BaseCommand):
+    help = "Create the demo accounts and, if there are no orders yet, the demo dataset."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        password = os.environ.get("DEMO_PASSWORD", "webfarm-demo")
+        users = get_user_model()
+        for username, staff in DEMO_USERS:
+            if not users.objects.filter(username=username).exists():
+                users.objects.create_user(
+                    username,
+                    f"{username}@example.com",
+                    password,
+                    is_staff=staff,
+                    is_superuser=staff,
+                )
+                self.stdout.write(f"created demo account {username}")
+        if not Order.objects.exists():
+            orders = int(os.environ.get("DEMO_ORDERS", "1000000"))
+            self.stdout.write(f"generating the demo dataset ({orders:,} orders), once")
+            call_command("generate_orders", orders=orders, verbosity=options["verbosity"])

@@ -1,0 +1,8 @@
+from celery import shared_task
+
+from reports import services
+
+
+@shared_task(name="reports.run_report", acks_late=True, ignore_result=True)
+def run_report(job_id: str) -> None:
+    services.run_report(job_id=job_id)

@@ -1,0 +1,12 @@
+from django.urls import path
+
+from reports import views
+
+app_name = "reports"
+urlpatterns = [
+    path("", views.index, name="index"),
+    path("reports/<str:kind>/", views.start, name="start"),
+    path("jobs/", views.my_jobs, name="my_jobs"),
+    path("jobs/<str:job_id>/", views.job_detail, name="job"),
+    path("jobs/<str:job_id>/files/<str:name>", views.download, name="download"),
+]

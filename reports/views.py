@@ -1,0 +1,127 @@
+from django.contrib.auth.decorators import login_required
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseRedirect,
+    JsonResponse,
+    StreamingHttpResponse,
+)
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils.http import content_disposition_header
+from django.views.decorators.http import require_http_methods, require_safe
+
+from progress import selectors as progress_selectors
+from progress.exceptions import ProgressUnavailable
+from progress.http import json_error, wants_json
+from reports import results, selectors, services
+from reports.registry import REPORTS, get_report
+
+UNAVAILABLE_RETRY_AFTER = 5
+
+
+def _unavailable(request: HttpRequest, message: str) -> HttpResponse:
+    if wants_json(request):
+        return json_error(503, message, retry_after=UNAVAILABLE_RETRY_AFTER)
+    response = render(request, "reports/unavailable.html", {"message": message}, status=503)
+    response["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER)
+    return response
+
+
+@require_safe
+@login_required
+def index(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "reports/index.html",
+        {
+            "reports": REPORTS.values(),
+            "jobs": selectors.jobs_of(request.user, limit=5),
+        },
+    )
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@login_required
+def start(request: HttpRequest, kind: str) -> HttpResponse:
+    report = get_report(kind)
+    if report is None:
+        raise Http404("No such report.")
+    if request.method != "POST":
+        first, last = selectors.order_date_range()
+        form = report.form_class(initial={"date_from": first, "date_to": last})
+        return render(request, "reports/start.html", {"report": report, "form": form})
+
+    form = report.form_class(request.POST)
+    if not form.is_valid():
+        if wants_json(request):
+            return JsonResponse({"error": "Invalid parameters.", "fields": form.errors}, status=400)
+        return render(request, "reports/start.html", {"report": report, "form": form}, status=400)
+    try:
+        job = services.start_report(
+            user=request.user, report=report, params=report.params_from_form(form.cleaned_data)
+        )
+    except ProgressUnavailable:
+        return _unavailable(request, "The progress store is unavailable, so the job was not started.")
+    except services.BrokerUnavailable:
+        return _unavailable(request, "The job queue is unavailable, so the job was not started.")
+    job_url = reverse("reports:job", args=[job.id])
+    if wants_json(request):
+        return JsonResponse(
+            {
+                "job": job.id,
+                "job_url": job_url,
+                "progress_url": reverse("progress:detail", args=[job.id]),
+            },
+            status=202,
+        )
+    return HttpResponseRedirect(job_url)
+
+
+@require_safe
+@login_required
+def my_jobs(request: HttpRequest) -> HttpResponse:
+    return render(request, "reports/my_jobs.html", {"jobs": selectors.jobs_of(request.user)})
+
+
+@require_safe
+@login_required
+def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
+    job = selectors.job_of(request.user, job_id)
+    if job is None:
+        raise Http404("No such job.")
+    try:
+        record = progress_selectors.job_record(job_id=job.id, owner_id=request.user.pk)
+    except ProgressUnavailable:
+        record = None
+    files = list(job.files.filter(complete=True))
+    return render(
+        request,
+        "reports/job_detail.html",
+        {
+            "job": job,
+            "record": record,
+            "files": files,
+            "charts": [f for f in files if f.content_type.startswith("image/")],
+            # The page shows files only once they exist: fetch it again when they do.
+            "reload_on_success": not files,
+        },
+    )
+
+
+@require_safe
+@login_required
+def download(request: HttpRequest, job_id: str, name: str) -> HttpResponse:
+    job = selectors.job_of(request.user, job_id)
+    result = selectors.result_file(job, name) if job else None
+    if result is None:
+        raise Http404("No such file.")
+    response = StreamingHttpResponse(results.iter_chunks(result), content_type=result.content_type)
+    response["Content-Length"] = str(result.size)
+    inline = result.content_type.startswith("image/") and "download" not in request.GET
+    response["Content-Disposition"] = content_disposition_header(not inline, result.name)
+    response["ETag"] = f'"{result.sha256}"'
+    response["Cache-Control"] = "private, max-age=3600"
+    response["X-Content-Type-Options"] = "nosniff"
+    return response

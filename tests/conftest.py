@@ -1,0 +1,102 @@
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests import processes
+from tests.web import DEMO_PASSWORD, WebClient
+
+
+@pytest.fixture(scope="session")
+def memcached_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real memcached for the unit tests, one per session."""
+    process, address = processes.memcached(tmp_path_factory.mktemp("memcached"))
+    yield address
+    process.stop()
+
+
+@pytest.fixture(autouse=True)
+def progress_on_real_memcached(settings, memcached_server: str) -> Iterator[str]:
+    """Point the progress app and Django's cache at the session's memcached,
+    under a namespace of the test's own so tests never see each other's keys."""
+    from progress.client import reset_client
+
+    namespace = f"t{uuid.uuid4().hex[:12]}"
+    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [memcached_server], "NAMESPACE": namespace}
+    settings.CACHES = {
+        "default": {
+            **settings.CACHES["default"],
+            "LOCATION": [memcached_server],
+            "KEY_PREFIX": f"{namespace}:dj",
+        }
+    }
+    yield namespace
+    reset_client()
+
+
+@dataclass
+class Farm:
+    """One memcached, one Redis broker, one Celery worker, two web nodes."""
+
+    dir: Path
+    env: dict
+    node_a: str
+    node_b: str
+    memcached: processes.Process
+    memcached_address: str
+    worker: processes.Process
+    others: list = field(default_factory=list)
+
+    def client(self, username: str) -> WebClient:
+        return WebClient(self.node_a).login(username, DEMO_PASSWORD)
+
+
+@pytest.fixture(scope="session")
+def farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Farm]:
+    base = tmp_path_factory.mktemp("farm")
+    started: list[processes.Process] = []
+    try:
+        mc, mc_address = processes.memcached(base)
+        started.append(mc)
+        broker, broker_url = processes.redis(base)
+        started.append(broker)
+        env = {
+            **os.environ,
+            "DATABASE_URL": f"sqlite:///{base / 'farm.sqlite3'}",
+            "MEMCACHED_SERVERS": mc_address,
+            "CELERY_BROKER_URL": broker_url,
+            "CELERY_QUEUE": "farmtest",
+            "PROGRESS_NAMESPACE": "farmtest",
+            "DJANGO_SECRET_KEY": "farm-test-" + uuid.uuid4().hex,
+            "DEMO_PASSWORD": DEMO_PASSWORD,
+            # Small enough to generate in seconds; small chunks make a job run
+            # long enough (many queries) to be watched and cancelled.
+            "DEMO_ORDERS": "120000",
+            "REPORTS_CHUNK_ROWS": "100",
+            "PROGRESS_HEARTBEAT_INTERVAL": "2",
+        }
+        processes.manage(env, "migrate", "--no-input", "-v", "0")
+        processes.manage(env, "collectstatic", "--no-input", "-v", "0")
+        processes.manage(env, "seed_demo", "-v", "0")
+        worker = processes.celery_worker(env, base, "worker-a")
+        started.append(worker)
+        node_a, url_a = processes.gunicorn(env, base, "node-a")
+        started.append(node_a)
+        node_b, url_b = processes.gunicorn(env, base, "node-b")
+        started.append(node_b)
+        yield Farm(
+            dir=base,
+            env=env,
+            node_a=url_a,
+            node_b=url_b,
+            memcached=mc,
+            memcached_address=mc_address,
+            worker=worker,
+            others=started,
+        )
+    finally:
+        for process in reversed(started):
+            process.stop()

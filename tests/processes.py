@@ -1,0 +1,210 @@
+"""Start the farm's real processes for tests: memcached, Redis, Celery, gunicorn."""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import requests
+from pymemcache.client.base import Client
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(check: Callable[[], object], *, timeout: float, what: str, interval: float = 0.05) -> object:
+    """Poll `check` until it returns something truthy; fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            result = check()
+            if result:
+                return result
+        except Exception as exc:  # the thing may not be up yet
+            last_error = exc
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what} (last error: {last_error})")
+
+
+class Process:
+    """A child process with its output in a log file, stopped on exit."""
+
+    def __init__(self, name: str, argv: list[str], *, log_dir: Path, env: dict | None = None) -> None:
+        self.name = name
+        self.argv = argv
+        self.log_path = log_dir / f"{name}.log"
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "Process":
+        log = open(self.log_path, "ab")  # noqa: SIM115 (owned by the child)
+        self.proc = subprocess.Popen(
+            self.argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+            cwd=ROOT,
+            start_new_session=True,
+        )
+        log.close()
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15) -> None:
+        if not self.alive():
+            return
+        assert self.proc is not None
+        try:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=5)
+        except ProcessLookupError:
+            pass
+
+
+def memcached(
+    log_dir: Path, *, port: int | None = None, memory_mb: int = 64, extra: list[str] | None = None
+) -> tuple[Process, str]:
+    port = port or free_port()
+    argv = [
+        shutil.which("memcached") or "memcached",
+        "-l",
+        "127.0.0.1",
+        "-p",
+        str(port),
+        "-U",
+        "0",
+        "-m",
+        str(memory_mb),
+        *(extra or []),
+    ]
+    if os.geteuid() == 0:
+        argv += ["-u", "root"]
+    process = Process(f"memcached-{port}", argv, log_dir=log_dir).start()
+    address = f"127.0.0.1:{port}"
+
+    def version() -> bytes:
+        client = Client(("127.0.0.1", port), connect_timeout=0.2, timeout=1)
+        try:
+            return client.version()
+        finally:
+            client.close()
+
+    wait_for(version, timeout=10, what=f"memcached on {address}")
+    return process, address
+
+
+def redis(log_dir: Path) -> tuple[Process, str]:
+    port = free_port()
+    argv = [
+        shutil.which("redis-server") or "redis-server",
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        str(log_dir),
+    ]
+    process = Process(f"redis-{port}", argv, log_dir=log_dir).start()
+
+    def ping() -> bool:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+
+    wait_for(ping, timeout=10, what=f"redis on port {port}")
+    return process, f"redis://127.0.0.1:{port}/0"
+
+
+def manage(env: dict, *args: str) -> str:
+    result = subprocess.run(
+        [str(BIN / "python"), "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if result.returncode:
+        raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+    return result.stdout
+
+
+def celery_worker(env: dict, log_dir: Path, name: str, *, concurrency: int = 2) -> Process:
+    argv = [
+        str(BIN / "celery"),
+        "-A",
+        "webfarm",
+        "worker",
+        "-l",
+        "info",
+        "-c",
+        str(concurrency),
+        "-n",
+        f"{name}@%h",
+        "-Q",
+        env["CELERY_QUEUE"],
+        "--without-gossip",
+        "--without-mingle",
+    ]
+    process = Process(name, argv, log_dir=log_dir, env=env).start()
+    wait_for(
+        lambda: " ready." in process.log() or not process.alive(), timeout=60, what=f"celery worker {name}"
+    )
+    assert process.alive(), process.log()
+    return process
+
+
+def gunicorn(env: dict, log_dir: Path, name: str) -> tuple[Process, str]:
+    port = free_port()
+    argv = [
+        str(BIN / "gunicorn"),
+        "webfarm.wsgi",
+        "-b",
+        f"127.0.0.1:{port}",
+        "-w",
+        "2",
+        "--threads",
+        "2",
+        "--access-logfile",
+        "-",
+        "--graceful-timeout",
+        "5",
+    ]
+    process = Process(name, argv, log_dir=log_dir, env=env).start()
+    base = f"http://127.0.0.1:{port}"
+    wait_for(
+        lambda: requests.get(f"{base}/accounts/login/", timeout=2).status_code == 200 or not process.alive(),
+        timeout=60,
+        what=f"gunicorn {name}",
+    )
+    assert process.alive(), process.log()
+    return process, base

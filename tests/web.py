@@ -1,0 +1,65 @@
+"""A logged-in HTTP client for the farm's web nodes."""
+
+import requests
+
+from tests.processes import wait_for
+
+DEMO_PASSWORD = "farm-test-password"
+
+
+class WebClient:
+    """One user's browser-less session; requests to any node share its cookies."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self.session = requests.Session()
+
+    def url(self, path: str, node: str | None = None) -> str:
+        return (node or self.base) + path
+
+    def login(self, username: str, password: str = DEMO_PASSWORD) -> "WebClient":
+        self.session.get(self.url("/accounts/login/"), timeout=10).raise_for_status()
+        response = self.session.post(
+            self.url("/accounts/login/"),
+            data={
+                "username": username,
+                "password": password,
+                "csrfmiddlewaretoken": self.session.cookies["csrftoken"],
+                "next": "/",
+            },
+            allow_redirects=False,
+            timeout=10,
+        )
+        assert response.status_code == 302, f"login as {username} failed: {response.status_code}"
+        return self
+
+    def get(self, path: str, *, node: str | None = None, **kwargs: object) -> requests.Response:
+        kwargs.setdefault("timeout", 10)
+        return self.session.get(self.url(path, node), **kwargs)
+
+    def post(
+        self, path: str, data: dict | None = None, *, node: str | None = None, **kwargs: object
+    ) -> requests.Response:
+        headers = {"X-CSRFToken": self.session.cookies.get("csrftoken", ""), **kwargs.pop("headers", {})}
+        kwargs.setdefault("timeout", 10)
+        return self.session.post(self.url(path, node), data=data or {}, headers=headers, **kwargs)
+
+    def start_report(self, kind: str, params: dict, *, node: str | None = None) -> dict:
+        response = self.post(f"/reports/{kind}/", params, node=node, headers={"Accept": "application/json"})
+        assert response.status_code == 202, response.text
+        return response.json()
+
+    def progress(self, job: str, *, node: str | None = None) -> dict:
+        response = self.get(f"/progress/{job}/", node=node)
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    def wait_until(
+        self, job: str, predicate, *, node: str | None = None, timeout: float = 120, what: str = ""
+    ) -> dict:
+        return wait_for(
+            lambda: (lambda p: p if predicate(p) else None)(self.progress(job, node=node)),
+            timeout=timeout,
+            interval=0.05,
+            what=what or f"job {job}",
+        )

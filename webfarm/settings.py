@@ -1,0 +1,164 @@
+"""Project settings. Every environment variable is read here, once, with a default."""
+
+from pathlib import Path
+
+import dj_database_url
+
+from webfarm.env import env_bool, env_float, env_int, env_list, env_str
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+# The dev key only ever serves a laptop: the `webfarm.W001` check warns when it
+# is used on a site reachable beyond localhost.
+DEV_SECRET_KEY = "dev-only-insecure-key-change-me-in-production-0123456789"  # noqa: S105
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", DEV_SECRET_KEY)
+DEBUG = env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "progress",
+    "reports",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "webfarm.urls"
+WSGI_APPLICATION = "webfarm.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# SQLite by default; a farm sets DATABASE_URL to PostgreSQL.
+DATABASES = {
+    "default": dj_database_url.parse(
+        env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
+        conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60),
+        conn_health_checks=True,
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Web processes and workers share the file: WAL lets readers run beside a
+    # writer, IMMEDIATE makes writers queue on the busy timeout instead of
+    # failing with "database is locked" on lock upgrade.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"]["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 30,
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+MEMCACHED_SERVERS = env_list("MEMCACHED_SERVERS", "127.0.0.1:11211")
+PROGRESS_NAMESPACE = env_str("PROGRESS_NAMESPACE", "webfarm")
+
+# Django's own cache (sessions) lives in the same memcached, under its own
+# sub-namespace. It is a cache: when memcached is away it misses and the
+# sessions fall back to the database (cached_db).
+CACHES = {
+    "default": {
+        "BACKEND": "progress.cache.StablePyMemcacheCache",
+        "LOCATION": MEMCACHED_SERVERS,
+        "KEY_PREFIX": f"{PROGRESS_NAMESPACE}:dj",
+        "TIMEOUT": 3600,
+        "OPTIONS": {
+            "ignore_exc": True,
+            "connect_timeout": 0.5,
+            "timeout": 1.0,
+            "use_pooling": True,
+        },
+    }
+}
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+
+PROGRESS = {
+    "SERVERS": MEMCACHED_SERVERS,
+    "NAMESPACE": PROGRESS_NAMESPACE,
+    "FLUSH_INTERVAL": env_float("PROGRESS_FLUSH_INTERVAL", 0.25),
+    "HEARTBEAT_INTERVAL": env_float("PROGRESS_HEARTBEAT_INTERVAL", 5.0),
+    "RECORD_TTL": env_int("PROGRESS_RECORD_TTL", 7 * 24 * 3600),
+    "CONNECT_TIMEOUT": env_float("MEMCACHED_CONNECT_TIMEOUT", 0.5),
+    "TIMEOUT": env_float("MEMCACHED_TIMEOUT", 2.0),
+}
+
+REPORTS = {
+    "CHUNK_ROWS": env_int("REPORTS_CHUNK_ROWS", 2000),
+    "RESULT_CHUNK_BYTES": env_int("REPORTS_RESULT_CHUNK_BYTES", 512 * 1024),
+}
+
+# Machine API tokens (queue front, stats endpoints); empty means "refuse all".
+QUEUE_API_TOKEN = env_str("QUEUE_API_TOKEN", "")
+STATS_API_TOKEN = env_str("STATS_API_TOKEN", "")
+
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "webfarm")
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+# A report is long: take one at a time and acknowledge it when done, so a
+# worker that dies hands its job back instead of losing it.
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_WORKER_CONCURRENCY = env_int("CELERY_WORKER_CONCURRENCY", 2)
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+}
