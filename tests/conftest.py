@@ -10,6 +10,14 @@ from tests import processes
 from tests.web import DEMO_PASSWORD, WebClient
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # In-process tests never send tasks to a shared broker; the farm tests run
+    # real workers on a Redis of their own.
+    from webfarm.celery import app
+
+    app.conf.broker_url = "memory://"
+
+
 @pytest.fixture(scope="session")
 def memcached_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real memcached for the unit tests, one per session."""
@@ -25,6 +33,8 @@ def progress_on_real_memcached(settings, memcached_server: str) -> Iterator[str]
     from progress.client import reset_client
 
     namespace = f"t{uuid.uuid4().hex[:12]}"
+    # Password hashing is not under test here and costs a third of a second a login.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [memcached_server], "NAMESPACE": namespace}
     settings.CACHES = {
         "default": {

@@ -2,14 +2,18 @@
 gunicorn web nodes sharing nothing but memcached and the database."""
 
 import csv
+import http.client
 import io
 import json
+import socket
 import sqlite3
 import subprocess
+from urllib.parse import quote
 
 import pytest
 import requests
 
+from tests.hostile import HOSTILE
 from tests.processes import BIN, ROOT, wait_for
 
 pytestmark = pytest.mark.farm
@@ -178,3 +182,28 @@ def test_start_is_csrf_protected(farm):
         f"{farm.node_a}/reports/top-customers/", data={**ALL_DATES, "top": 5}, timeout=10
     )
     assert response.status_code == 403
+
+
+def test_hostile_paths_through_gunicorn_are_4xx(farm):
+    alice = farm.client("alice")
+    host, port = farm.node_b.removeprefix("http://").split(":")
+    cookie = "; ".join(f"{c.name}={c.value}" for c in alice.session.cookies)
+    for value in HOSTILE:
+        segment = quote(value, safe="")
+        for path in (f"/progress/{segment}/", f"/jobs/{segment}/", f"/reports/{segment}/"):
+            # http.client sends the path as written (requests would fold "..").
+            connection = http.client.HTTPConnection(host, int(port), timeout=10)
+            connection.request("GET", path, headers={"Cookie": cookie, "Accept": "application/json"})
+            status = connection.getresponse().status
+            connection.close()
+            assert 400 <= status < 500, (path, status)
+    # Raw bytes no client library would send: gunicorn refuses the request line.
+    for raw in (
+        b"GET /progress/\x00\x01/ HTTP/1.1",
+        b"GET /progress/a b/ HTTP/1.1",
+        b"GET /" + b"a" * 10000 + b"/ HTTP/1.1",
+    ):
+        with socket.create_connection((host, int(port)), timeout=10) as sock:
+            sock.sendall(raw + b"\r\nHost: 127.0.0.1\r\n\r\n")
+            status_line = sock.recv(64).split(b"\r\n")[0]
+        assert status_line.split()[1].startswith(b"4"), (raw[:40], status_line)

@@ -81,7 +81,7 @@ def scan_order_lines(
     reporter.stage("reading orders", total=total, message="reading order lines")
     base = OrderLine.objects.filter(order__placed_on__gte=date_from, order__placed_on__lte=date_to, **filters)
     for start in range(lo, hi + 1, chunk):
-        yield from base.filter(id__gte=start, id__lt=start + chunk).values_list(*fields)
+        yield from base.filter(id__gte=start, id__lt=start + chunk).order_by("id").values_list(*fields)
         done = min(start + chunk, hi + 1) - lo
         reporter.update(done, message=f"{done:,} of {total:,} order lines read")
 

@@ -114,7 +114,8 @@ def _chart(totals: dict[tuple[str, str], list[int]]) -> bytes:
                 (totals[(region, m)][2] - totals[(region, m)][3]) / 100 if (region, m) in totals else 0
                 for m in months
             ]
-            ax.plot(months, values, marker="o", markersize=3, label=region)
+            ax.plot(range(len(months)), values, marker="o", markersize=3, label=region)
+        ax.set_xticks(range(len(months)), months)
         ax.set_title("Net sales by region and month")
         ax.set_ylabel("net sales")
         ax.tick_params(axis="x", labelrotation=60, labelsize=7)

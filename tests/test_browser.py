@@ -1,0 +1,105 @@
+"""A person's path in headless Chromium: log in, start a report, watch the bar,
+download the file."""
+
+import csv
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from tests.web import DEMO_PASSWORD
+
+pytestmark = [pytest.mark.farm, pytest.mark.browser]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Browser, farm) -> Iterator[Page]:
+    context = browser.new_context(base_url=farm.node_a, accept_downloads=True)
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+def _log_in(page: Page, username: str) -> None:
+    page.goto("/")
+    expect(page).to_have_url("/accounts/login/?next=/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(DEMO_PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="Reports")).to_be_visible()
+
+
+def test_start_a_report_watch_it_finish_and_download_it(page: Page, tmp_path: Path):
+    _log_in(page, "alice")
+    page.get_by_role("link", name="Set up and start").nth(1).click()  # top customers
+    expect(page.get_by_role("heading", name="Top customers")).to_be_visible()
+    page.get_by_label("Top").fill("20")
+    page.get_by_role("button", name="Start report").click()
+
+    bar = page.get_by_role("progressbar")
+    expect(bar).to_be_visible()
+    # The bar moves: some value strictly between 0 and 100 is shown on the way.
+    page.wait_for_function(
+        "() => { const v = +document.querySelector('[role=progressbar]').getAttribute('aria-valuenow');"
+        " return v > 0 && v < 100; }",
+        timeout=60_000,
+    )
+    expect(page.locator(".job-progress [data-field=stage]")).not_to_be_empty()
+    # Done: the page reloads once to list the files and show the chart.
+    expect(page.locator(".job-progress.state-succeeded")).to_be_visible(timeout=120_000)
+    expect(page.get_by_role("progressbar")).to_have_attribute("aria-valuenow", "100")
+    expect(page.get_by_role("img", name="Chart")).to_be_visible()
+    expect(page.get_by_role("button", name="Cancel")).to_be_hidden()
+
+    with page.expect_download() as download_info:
+        page.locator(".job-progress [data-field=download]").click()
+    download = download_info.value
+    assert download.suggested_filename == "top-customers.csv"
+    path = tmp_path / "top.csv"
+    download.save_as(path)
+    rows = list(csv.reader(io.StringIO(path.read_text())))
+    assert rows[0][:2] == ["rank", "customer"] and len(rows) == 21
+
+
+def test_my_jobs_shows_several_live_bars_and_cancel_works(page: Page):
+    _log_in(page, "bob")
+    for _ in range(2):
+        page.goto("/reports/sales-by-region/")
+        page.get_by_role("button", name="Start report").click()
+        expect(page.get_by_role("progressbar")).to_be_visible()
+    page.goto("/jobs/")
+    bars = page.get_by_role("progressbar")
+    expect(bars).to_have_count(2)
+    # Both bars are polled: each reaches a running state with progress.
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[role=progressbar]')]"
+        ".every(b => +b.getAttribute('aria-valuenow') > 0)",
+        timeout=60_000,
+    )
+    first = page.locator(".job-progress").first
+    first.get_by_role("button", name="Cancel").click()
+    expect(first.locator("[data-field=state]")).to_have_text("cancelled", timeout=30_000)
+    expect(first.get_by_role("button", name="Cancel")).to_be_hidden()
+    page.locator(".job-progress").nth(1).get_by_role("button", name="Cancel").click()
+    expect(page.locator(".job-progress.state-cancelled")).to_have_count(2, timeout=30_000)

@@ -1,0 +1,73 @@
+"""The memcached client: namespace, replies, servers, and no re-hashing on failure."""
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+from pymemcache.client.base import Client
+from pymemcache.exceptions import MemcacheError
+
+from progress.client import build_client, get_client, parse_servers
+from tests import processes
+
+
+def _raw(address: str) -> Client:
+    host, port = address.rsplit(":", 1)
+    return Client((host, int(port)), connect_timeout=1, timeout=1)
+
+
+def test_every_key_goes_under_the_namespace(memcached_server, progress_on_real_memcached):
+    get_client().set("job:abc", b"1")
+    raw = _raw(memcached_server)
+    try:
+        assert raw.get(f"{progress_on_real_memcached}:job:abc") == b"1"
+        assert raw.get("job:abc") is None
+    finally:
+        raw.close()
+
+
+def test_add_reports_an_existing_key_because_replies_are_read():
+    client = get_client()
+    assert client.add("k", b"1") is True
+    assert client.add("k", b"2") is False
+    assert client.get("k") == b"1"
+
+
+@pytest.mark.parametrize("spec", ["", "localhost", "host:", ":11211", "host:port", "host:0", "host:70000"])
+def test_bad_server_specs_are_refused(spec):
+    with pytest.raises(ImproperlyConfigured):
+        parse_servers([spec])
+
+
+def test_server_specs_parse_ipv4_names_and_ipv6():
+    assert parse_servers(["10.0.0.1:11211", "cache:1", "[::1]:11212"]) == [
+        ("10.0.0.1", 11211),
+        ("cache", 1),
+        ("::1", 11212),
+    ]
+
+
+def test_a_dead_server_keeps_its_keys_and_raises_instead_of_moving_them(tmp_path):
+    """With two servers, killing one must not send its keys to the other."""
+    first, first_addr = processes.memcached(tmp_path)
+    second, second_addr = processes.memcached(tmp_path)
+    client = build_client([first_addr, second_addr], "ring")
+    try:
+        keys = [f"key{i}" for i in range(200)]
+        for key in keys:
+            assert client.set(key, key.encode())
+        owners = {key: client._get_client(key).server for key in keys}
+        on_second = [k for k in keys if owners[k] == ("127.0.0.1", int(second_addr.split(":")[1]))]
+        assert 0 < len(on_second) < len(keys)
+
+        second.stop()
+        for _ in range(5):  # well past pymemcache's retry_attempts
+            for key in on_second[:5]:
+                with pytest.raises((OSError, MemcacheError)):
+                    client.get(key)
+        # The survivor still answers for its own keys, and no key changed server.
+        survivor_keys = [k for k in keys if k not in on_second]
+        assert all(client.get(k) == k.encode() for k in survivor_keys)
+        assert {key: client._get_client(key).server for key in keys} == owners
+    finally:
+        client.close()
+        first.stop()
+        second.stop()

@@ -1,0 +1,127 @@
+"""Job lifecycle across memcached and the database."""
+
+import time
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from progress import selectors, services, store
+from progress.client import get_client
+from progress.exceptions import JobFailed, JobNotRunnable, ProgressUnavailable
+from progress.models import Job
+from tests.processes import free_port
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def alice():
+    return get_user_model().objects.create_user("alice", password="x")
+
+
+def _job(user) -> Job:
+    return services.create_job(owner=user, kind="demo", title="Demo", params={"a": 1})
+
+
+def test_create_records_a_queued_job_in_both_places(alice):
+    job = _job(alice)
+    assert Job.objects.get(pk=job.id).state == "queued"
+    record = store.read(job.id)
+    assert (record.state, record.owner, record.percent) == ("queued", alice.pk, 0.0)
+
+
+def test_create_with_memcached_down_records_nothing(alice, settings):
+    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    with pytest.raises(ProgressUnavailable):
+        _job(alice)
+    assert not Job.objects.exists()
+
+
+def test_tracked_job_ends_succeeded_with_its_result(alice):
+    job = _job(alice)
+    with services.track_job(job.id) as tracker:
+        assert store.read(job.id).state == "running"
+        assert Job.objects.get(pk=job.id).state == "running"
+        tracker.reporter.stage("work", total=2)
+        tracker.reporter.update(2)
+        tracker.result_url = "/result"
+    record = store.read(job.id)
+    assert (record.state, record.percent, record.result_url) == ("succeeded", 100.0, "/result")
+    row = Job.objects.get(pk=job.id)
+    assert (row.state, row.result_url) == ("succeeded", "/result") and row.finished_at
+
+
+def test_job_failed_shows_its_message(alice):
+    job = _job(alice)
+    with services.track_job(job.id):
+        raise JobFailed("No orders in range.")
+    assert store.read(job.id).error == "No orders in range."
+    assert Job.objects.get(pk=job.id).state == "failed"
+
+
+def test_a_crash_is_failed_with_a_reference_not_a_traceback(alice):
+    job = _job(alice)
+    with pytest.raises(ZeroDivisionError), services.track_job(job.id):
+        1 / 0  # noqa: B018
+    record = store.read(job.id)
+    assert record.state == "failed"
+    assert job.id in record.error and "ZeroDivision" not in record.error
+
+
+def test_cancelled_queued_job_never_starts(alice):
+    job = _job(alice)
+    record = services.cancel_job(job=job)
+    assert record.state == "cancelled"
+    assert Job.objects.get(pk=job.id).state == "cancelled"
+    with pytest.raises(JobNotRunnable):
+        services.begin_job(job.id)
+    assert Job.objects.get(pk=job.id).started_at is None
+
+
+def test_cancel_of_a_running_job_only_raises_the_flag(alice):
+    job = _job(alice)
+    services.begin_job(job.id)
+    record = services.cancel_job(job=job)
+    assert record.state == "running" and record.cancel_requested
+    assert store.is_cancel_requested(job.id)
+
+
+def test_ended_jobs_cannot_be_cancelled_or_restarted(alice):
+    job = _job(alice)
+    with services.track_job(job.id):
+        pass
+    job.refresh_from_db()
+    assert services.cancel_job(job=job).state == "succeeded"
+    with pytest.raises(JobNotRunnable):
+        services.begin_job(job.id)
+
+
+def test_progress_falls_back_to_the_database_when_the_record_is_gone(alice):
+    job = _job(alice)
+    with services.track_job(job.id):
+        pass
+    assert get_client().delete(store.record_key(job.id))
+    record = selectors.job_record(job_id=job.id, owner_id=alice.pk)
+    assert record.state == "succeeded"
+
+
+def test_a_silent_running_record_defers_to_a_final_database_row(alice, settings):
+    job = _job(alice)
+    services.begin_job(job.id)
+    stale = store.read(job.id)
+    stale.heartbeat_at = stale.updated_at = time.time() - 3600
+    store.write(stale)
+    Job.objects.filter(pk=job.id).update(state="failed", error="worker gone")
+    record = selectors.job_record(job_id=job.id, owner_id=alice.pk)
+    assert (record.state, record.error) == ("failed", "worker gone")
+
+
+def test_final_state_is_served_from_the_database_when_memcached_is_down(alice, settings):
+    job = _job(alice)
+    with services.track_job(job.id):
+        pass
+    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    assert selectors.job_record(job_id=job.id, owner_id=alice.pk).state == "succeeded"
+    running = Job.objects.create(owner=alice, kind="demo", state="running")
+    with pytest.raises(ProgressUnavailable):
+        selectors.job_record(job_id=running.id, owner_id=alice.pk)

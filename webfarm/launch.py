@@ -1,0 +1,63 @@
+"""`make run`: start the embedded farm from the Procfile with honcho.
+
+memcached and Redis are started only when the environment does not point
+elsewhere and nothing already answers on their default ports. Ctrl-C stops
+every process started here.
+"""
+
+import argparse
+import os
+import socket
+import sys
+from pathlib import Path
+
+from honcho.environ import parse_procfile
+from honcho.manager import Manager
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_USERS = "alice, bob (users) and admin (staff)"
+
+
+def _answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.3):
+            return True
+    except OSError:
+        return False
+
+
+def select_processes(env: dict[str, str]) -> list[str]:
+    names = ["worker", "web"]
+    if not env.get("MEMCACHED_SERVERS") and not _answers("127.0.0.1", 11211):
+        names.insert(0, "memcached")
+    if not env.get("CELERY_BROKER_URL") and not _answers("127.0.0.1", 6379):
+        names.insert(0, "redis")
+    return names
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    args = parser.parse_args(argv)
+
+    env = {**os.environ, "HOST": args.host, "PORT": str(args.port), "PYTHONUNBUFFERED": "1"}
+    procfile = parse_procfile((ROOT / "Procfile").read_text())
+    names = select_processes(env)
+    manager = Manager()
+    for name in names:
+        manager.add_process(name, procfile.processes[name], env=env, cwd=str(ROOT))
+
+    password = env.get("DEMO_PASSWORD", "webfarm-demo")
+    print(
+        f"\n  webfarm is starting: http://{args.host}:{args.port}/\n"
+        f"  demo logins: {DEMO_USERS}, password {password!r}\n"
+        f"  processes: {', '.join(names)}   (Ctrl-C stops them all)\n",
+        flush=True,
+    )
+    manager.loop()
+    return manager.returncode or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
