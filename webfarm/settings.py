@@ -71,7 +71,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Web processes and workers share the file: WAL lets readers run beside a
     # writer, IMMEDIATE makes writers queue on the busy timeout instead of
     # failing with "database is locked" on lock upgrade.
-    DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"]["OPTIONS"] = {
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         "transaction_mode": "IMMEDIATE",

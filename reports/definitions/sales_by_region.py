@@ -118,6 +118,7 @@ def _chart(totals: dict[tuple[str, str], list[int]]) -> bytes:
         ax.set_xticks(range(len(months)), months)
         ax.set_title("Net sales by region and month")
         ax.set_ylabel("net sales")
+        ax.yaxis.set_major_formatter("{x:,.0f}")
         ax.tick_params(axis="x", labelrotation=60, labelsize=7)
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)

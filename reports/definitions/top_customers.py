@@ -90,6 +90,7 @@ def _chart(rows: list[list[Any]]) -> bytes:
         ax.barh(names, values, color="#3b7dd8")
         ax.set_title(f"Top {len(rows)} customers by net revenue")
         ax.set_xlabel("net revenue")
+        ax.xaxis.set_major_formatter("{x:,.0f}")
         ax.tick_params(axis="y", labelsize=8)
         ax.grid(axis="x", alpha=0.3)
 

@@ -116,7 +116,7 @@
     this.fill.style.width = percent + "%";
     this.field("state").textContent = data.cancel_requested && !FINAL[data.state] ? "cancelling" : data.state;
     this.field("percent").textContent = data.percent === null ? "" : Math.round(percent) + " %";
-    this.field("stage").textContent = data.stage || "";
+    this.field("stage").textContent = FINAL[data.state] ? "" : data.stage || "";
     this.field("eta").textContent = FINAL[data.state] ? "" : formatEta(data.eta_seconds);
     this.field("message").textContent = data.message || "";
     var error = this.field("error");

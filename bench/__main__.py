@@ -1,0 +1,13 @@
+"""`make bench`: every benchmark, each against a baseline measured in the same run."""
+
+from bench import endpoint, publish
+
+
+def main() -> None:
+    print(publish.report(publish.run()), flush=True)
+    print()
+    print(endpoint.report(endpoint.run()), flush=True)
+
+
+if __name__ == "__main__":
+    main()
