@@ -3,11 +3,13 @@ download the file."""
 
 import csv
 import io
+import re
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
 
 from tests.web import DEMO_PASSWORD
 
@@ -103,3 +105,26 @@ def test_my_jobs_shows_several_live_bars_and_cancel_works(page: Page):
     expect(first.get_by_role("button", name="Cancel")).to_be_hidden()
     page.locator(".job-progress").nth(1).get_by_role("button", name="Cancel").click()
     expect(page.locator(".job-progress.state-cancelled")).to_have_count(2, timeout=30_000)
+
+
+def test_the_bar_waits_out_retry_after_and_recovers(page: Page):
+    """The first polls meet a 503 with Retry-After: 2; the widget says so, waits
+    at least that long between tries, then carries on to the end."""
+    polls: list[float] = []
+
+    def flaky(route: Route) -> None:
+        polls.append(time.monotonic())
+        if len(polls) <= 2:
+            route.fulfill(status=503, headers={"Retry-After": "2"}, json={"error": "down"})
+        else:
+            route.continue_()
+
+    _log_in(page, "alice")
+    page.goto("/reports/return-rates/")  # no bars here: only the new job's polls are counted
+    page.route(re.compile(r"/progress/[A-Za-z0-9_-]{22}/$"), flaky)
+    page.get_by_role("button", name="Start report").click()
+    expect(page.locator(".job-progress [data-field=message]")).to_contain_text("temporarily unavailable")
+    expect(page.locator(".job-progress.state-succeeded")).to_be_visible(timeout=120_000)
+    assert len(polls) >= 3
+    # Retry-After: 2, with at most 20 % jitter taken off.
+    assert polls[1] - polls[0] >= 1.6 and polls[2] - polls[1] >= 1.6, polls[:3]
