@@ -1,6 +1,6 @@
 """JSON error responses shared by the machine-facing views."""
 
-from django.http import JsonResponse
+from django.http import HttpRequest, JsonResponse
 
 
 def json_error(status: int, message: str, *, retry_after: int | None = None) -> JsonResponse:
@@ -11,6 +11,7 @@ def json_error(status: int, message: str, *, retry_after: int | None = None) -> 
     return response
 
 
-def wants_json(request: object) -> bool:
-    accept = getattr(request, "headers", {}).get("Accept", "")
+def wants_json(request: HttpRequest) -> bool:
+    """True for fetch()/API callers, False for browsers navigating."""
+    accept = request.headers.get("Accept", "")
     return "application/json" in accept and "text/html" not in accept

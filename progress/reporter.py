@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 ETA_SMOOTHING = 0.3
 # Wait this long between warnings about an unreachable memcached.
 WARN_EVERY = 30.0
+_monotonic = time.monotonic  # a module global: update() is the hot path
 
 
 class ProgressReporter:
@@ -88,10 +89,10 @@ class ProgressReporter:
             self._total = total
         if message is not None:
             self._message = message
-        if self._cancelled:
-            raise JobCancelled(self.record.job)
-        if time.monotonic() >= self._due:
-            self.flush()
+        # A seen cancel sets _due to 0, so this one comparison covers both.
+        if _monotonic() >= self._due:
+            if not self._cancelled:
+                self.flush()
             if self._cancelled:
                 raise JobCancelled(self.record.job)
 
@@ -114,7 +115,7 @@ class ProgressReporter:
         """Write the record now and read the cancel flag; never raises for memcached."""
         with self._lock:
             now_mono = time.monotonic()
-            self._due = now_mono + self.flush_interval
+            self._due = 0.0 if self._cancelled else now_mono + self.flush_interval
             self._last_flush = now_mono
             fraction = self.fraction()
             self._update_eta(now_mono, fraction)
@@ -129,6 +130,7 @@ class ProgressReporter:
                 if store.is_cancel_requested(record.job):
                     record.cancel_requested = True
                     self._cancelled = True
+                    self._due = 0.0  # the next update() raises
                 store.write(record)
                 self.flushes += 1
             except ProgressUnavailable as exc:

@@ -1,6 +1,7 @@
 """Reads for the progress endpoint and the job pages."""
 
 import time
+from collections.abc import Iterable
 
 from progress import store
 from progress.conf import get_config
@@ -9,6 +10,7 @@ from progress.ids import is_valid_job_id
 from progress.models import Job
 from progress.records import JobRecord
 from progress.services import record_from_job
+from progress.states import FINAL_STATES
 
 
 def _from_database(job_id: str, owner_id: int) -> JobRecord | None:
@@ -43,6 +45,17 @@ def job_record(*, job_id: str, owner_id: int) -> JobRecord | None:
         if stored is not None and stored.is_final:
             return stored
     return record
+
+
+def job_rows(jobs: Iterable[Job]) -> list[tuple[Job, JobRecord]]:
+    """Each job beside its record: live from memcached (one get_many) for jobs
+    the database does not know as ended, rebuilt from the row for the rest."""
+    jobs = list(jobs)
+    try:
+        live = store.read_many([job.id for job in jobs if job.state not in FINAL_STATES])
+    except ProgressUnavailable:
+        live = {}
+    return [(job, live.get(job.id) or record_from_job(job)) for job in jobs]
 
 
 def _stale(record: JobRecord) -> bool:

@@ -173,25 +173,25 @@ def track_job(job_id: str) -> Iterator[Tracker]:
     reporter = ProgressReporter(record)
     tracker = Tracker(reporter)
     reporter.start_heartbeat()
+    error = ""
     try:
         yield tracker
     except JobCancelled:
-        reporter.stop_heartbeat()
-        _finish(record, State.CANCELLED)
+        state = State.CANCELLED
     except JobFailed as exc:
-        reporter.stop_heartbeat()
-        _finish(record, State.FAILED, error=str(exc))
+        state, error = State.FAILED, str(exc)
     except SoftTimeLimitExceeded:
-        reporter.stop_heartbeat()
-        _finish(record, State.FAILED, error="The job took longer than its time limit and was stopped.")
+        state, error = State.FAILED, "The job took longer than its time limit and was stopped."
     except BaseException:
         reporter.stop_heartbeat()
         logger.exception("job %s crashed", job_id)
         _finish(record, State.FAILED, error=f"Internal error while running the job (reference {job_id}).")
         raise
     else:
-        reporter.stop_heartbeat()
-        _finish(record, State.SUCCEEDED, result_url=tracker.result_url)
+        state = State.SUCCEEDED
+    # The heartbeat writes the same record: stop it before the final write.
+    reporter.stop_heartbeat()
+    _finish(record, state, error=error, result_url=tracker.result_url if state == State.SUCCEEDED else "")
 
 
 def cancel_job(*, job: Job) -> JobRecord:

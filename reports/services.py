@@ -54,6 +54,7 @@ def run_report(*, job_id: str) -> None:
         return
     try:
         with progress.track_job(job_id) as tracker:
+            tracker.reporter.plan(report.stages)
             report.run(job=job, params=job.params, tracker=tracker)
     except JobNotRunnable as exc:
         logger.info("job %s not run: %s", job_id, exc)

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_http_methods, require_safe
 from progress import selectors as progress_selectors
 from progress.exceptions import ProgressUnavailable
 from progress.http import json_error, wants_json
+from progress.services import record_from_job
 from reports import results, selectors, services
 from reports.registry import REPORTS, get_report
 
@@ -37,7 +38,7 @@ def index(request: HttpRequest) -> HttpResponse:
         "reports/index.html",
         {
             "reports": REPORTS.values(),
-            "jobs": selectors.jobs_of(request.user, limit=5),
+            "rows": progress_selectors.job_rows(selectors.jobs_of(request.user, limit=5)),
         },
     )
 
@@ -82,7 +83,8 @@ def start(request: HttpRequest, kind: str) -> HttpResponse:
 @require_safe
 @login_required
 def my_jobs(request: HttpRequest) -> HttpResponse:
-    return render(request, "reports/my_jobs.html", {"jobs": selectors.jobs_of(request.user)})
+    rows = progress_selectors.job_rows(selectors.jobs_of(request.user))
+    return render(request, "reports/my_jobs.html", {"rows": rows})
 
 
 @require_safe
@@ -94,7 +96,7 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     try:
         record = progress_selectors.job_record(job_id=job.id, owner_id=request.user.pk)
     except ProgressUnavailable:
-        record = None
+        record = record_from_job(job)  # the widget retries and says so
     files = list(job.files.filter(complete=True))
     return render(
         request,

@@ -130,6 +130,9 @@ CELERY_ACCEPT_CONTENT = ["json"]
 # worker that dies hands its job back instead of losing it.
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Redis hands an unacknowledged task to another worker after this long: it must
+# exceed the longest report's time limit, or a long job would run twice.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 2 * 3600}
 CELERY_WORKER_CONCURRENCY = env_int("CELERY_WORKER_CONCURRENCY", 2)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 

@@ -40,8 +40,10 @@ class Report:
     title: ClassVar[str]
     description: ClassVar[str]
     form_class: ClassVar[type[forms.Form]]
-    # Hard stop (seconds); the soft limit a little earlier lets it end cleanly.
+    # Soft limit (seconds): the job is stopped and shown as failed; the worker
+    # process is killed HARD_LIMIT_GRACE seconds later if it does not stop.
     time_limit: ClassVar[int] = 30 * 60
+    # Relative cost of each stage, so percent moves evenly across them.
     stages: ClassVar[Sequence[tuple[str, float]]] = (
         ("reading orders", 85),
         ("aggregating", 5),

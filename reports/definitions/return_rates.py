@@ -28,7 +28,6 @@ class ReturnRates(Report):
 
     def run(self, *, job: Job, params: dict[str, Any], tracker: Tracker) -> None:
         reporter = tracker.reporter
-        reporter.plan(self.stages)
         filters = {"product__category": params["category"]} if params.get("category") else {}
         sold: dict[int, list[int]] = defaultdict(lambda: [0, 0])  # product -> [units, returned]
         for product_id, quantity, returned in scan_order_lines(

@@ -157,6 +157,8 @@
     for (var i = 0; i < nodes.length; i++) {
       var bar = new Bar(nodes[i]);
       bars.push(bar);
+      // A bar the server rendered as ended has nothing left to learn.
+      if (nodes[i].hasAttribute("data-final")) { bar.stopped = true; continue; }
       // Stagger the first polls so a page of bars doesn't fire at once.
       bar.schedule(Math.round(Math.random() * 200));
       if (nodes[i].hasAttribute("data-reload-on-success")) {

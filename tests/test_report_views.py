@@ -1,0 +1,51 @@
+"""The report pages: lists of live bars, the job page, starting a report."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from progress import services, store
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def alice_client():
+    alice = get_user_model().objects.create_user("alice", password="x")
+    client = Client()
+    client.force_login(alice)
+    return alice, client
+
+
+def test_my_jobs_shows_live_and_ended_jobs_without_polling_ended_ones(alice_client):
+    alice, client = alice_client
+    running = services.create_job(owner=alice, kind="demo", title="Running one", params={})
+    record = services.begin_job(running.id)
+    record.percent, record.stage = 42.0, "reading orders"
+    store.write(record)
+    done = services.create_job(owner=alice, kind="demo", title="Finished one", params={})
+    with services.track_job(done.id):
+        pass
+
+    page = client.get("/jobs/").content.decode()
+    running_html = page[page.index("Running one") :]
+    done_html = page[page.index("Finished one") : page.index("Running one")]
+    assert 'aria-valuenow="42"' in running_html and "data-final" not in running_html.split("</li>")[0]
+    assert 'aria-valuenow="100"' in done_html and "data-final" in done_html
+
+
+def test_other_users_jobs_are_not_listed(alice_client):
+    _, client = alice_client
+    bob = get_user_model().objects.create_user("bob", password="x")
+    services.create_job(owner=bob, kind="demo", title="Bob's secret", params={})
+    assert b"Bob&#x27;s secret" not in client.get("/jobs/").content
+    assert b"Bob&#x27;s secret" not in client.get("/").content
+
+
+def test_starting_needs_login_and_unknown_reports_are_404(alice_client):
+    _, client = alice_client
+    anonymous = Client().get("/reports/top-customers/")
+    assert anonymous.status_code == 302 and anonymous["Location"].startswith("/accounts/login/")
+    assert client.get("/reports/no-such-report/").status_code == 404
+    form = client.get("/reports/top-customers/")
+    assert form.status_code == 200 and b'name="top"' in form.content
