@@ -4,6 +4,7 @@ import os
 import threading
 
 from django.core.exceptions import ImproperlyConfigured
+from pymemcache.client.base import Client
 from pymemcache.client.hash import HashClient
 
 from progress.conf import get_config
@@ -80,3 +81,34 @@ def reset_client() -> None:
         for client in _clients.values():
             client.close()
         _clients.clear()
+        for client in _server_clients:
+            client.close()
+        _server_clients.clear()
+
+
+_local = threading.local()
+_POOL_OPTIONS = {"max_pool_size", "pool_idle_timeout", "lock_generator"}
+_server_clients: list[Client] = []  # every thread's, so reset_client() can close them
+
+
+def server_client(route_key: str) -> Client:
+    """A plain client, for this thread, to the one server `route_key` hashes to.
+
+    A queue keeps all its keys on one server so its counters and entries never
+    split, and so a batch is one pipelined round trip to one socket.
+    """
+    ring = get_client()
+    server = ring.hasher.get_node(route_key)
+    if server is None:
+        raise ImproperlyConfigured("MEMCACHED_SERVERS names no server")
+    cache: dict[tuple, Client] = _local.__dict__.setdefault("clients", {})
+    # A forked child inherits this thread's sockets: key by pid too.
+    slot = (os.getpid(), id(ring), server)
+    client = cache.get(slot)
+    if client is None:
+        options = {k: v for k, v in ring.default_kwargs.items() if k not in _POOL_OPTIONS}
+        client = Client(ring.clients[server].server, **options)
+        cache[slot] = client
+        with _lock:
+            _server_clients.append(client)
+    return client

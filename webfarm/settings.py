@@ -28,6 +28,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "progress",
     "reports",
+    "queues",
 ]
 
 MIDDLEWARE = [
@@ -109,6 +110,13 @@ PROGRESS = {
     "RECORD_TTL": env_int("PROGRESS_RECORD_TTL", 7 * 24 * 3600),
     "CONNECT_TIMEOUT": env_float("MEMCACHED_CONNECT_TIMEOUT", 0.5),
     "TIMEOUT": env_float("MEMCACHED_TIMEOUT", 2.0),
+}
+
+QUEUES = {
+    "MAX_MESSAGE_BYTES": env_int("QUEUE_MAX_MESSAGE_BYTES", 64 * 1024),
+    "VISIBILITY_TIMEOUT": env_int("QUEUE_VISIBILITY_TIMEOUT", 60),
+    "HOLE_WAIT": env_float("QUEUE_HOLE_WAIT", 2.0),
+    "RECOVER_INTERVAL": env_float("QUEUE_RECOVER_INTERVAL", 1.0),
 }
 
 REPORTS = {

@@ -1,0 +1,428 @@
+"""A message queue in plain memcached that loses nothing.
+
+Keys of queue <n>, under the namespace, all on the one server "q:<n>" hashes to:
+
+    q:<n>:gen            generation id; every other key carries it, so counters
+                         that vanish (restart, flush, eviction) restart in a new
+                         key space and new messages never meet old keys
+    q:<n>:<g>:tail       last index handed to a producer (incr)
+    q:<n>:<g>:head       last index taken by a consumer (incr)
+    q:<n>:<g>:floor      every index below it is finished
+    q:<n>:<g>:m:<i>      entry i: a message, or a marker (acked, hole)
+    q:<n>:<g>:c:<i>      claim on entry i; expires after the visibility timeout
+    q:<n>:stat:<what>    counters: in, out, acked, holes, redelivered, full, resets
+
+Races are settled by memcached's `add`, which stores only if the key is absent:
+
+* A producer takes index i with `incr tail`, then `add`s entry i. A consumer
+  that finds i still empty after HOLE_WAIT `add`s a hole marker there. Exactly
+  one of the two adds wins: either the message is there to deliver, or the
+  producer's add fails and it retries at a new index. Nothing is lost, nothing
+  is delivered twice.
+* Every delivery first `add`s the claim key, so two consumers (or a consumer
+  and the recovery scan) never both deliver the same claim.
+* An acknowledged entry is overwritten by a small "acked" marker rather than
+  deleted, so "missing" only ever means "not written yet".
+
+A claim that expires (its consumer died) leaves the entry present and
+unclaimed; the recovery scan, which walks from the floor to the head, claims it
+again and delivers it marked as redelivered.
+"""
+
+import secrets
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from pymemcache.client.base import Client
+from pymemcache.exceptions import MemcacheError, MemcacheServerError
+
+from progress.client import server_client
+from queues.conf import get_config
+from queues.exceptions import (
+    InvalidReceipt,
+    MessageTooLarge,
+    QueueError,
+    QueueFull,
+    QueueUnavailable,
+)
+from queues.names import validate_name
+
+ACKED = b"A"
+HOLE = b"H"
+MESSAGE = b"M"
+# Markers only need to outlive the recovery scan's passage over them.
+MARKER_TTL = 24 * 3600
+SCAN_BATCH = 200
+ATTEMPTS = 20
+
+
+@dataclass(frozen=True)
+class Message:
+    queue: str
+    index: int
+    body: bytes
+    receipt: str
+    redelivered: bool
+    enqueued_at: float
+
+
+def _encode(body: bytes, redelivered: bool) -> bytes:
+    return b"%s%d %.3f\n" % (MESSAGE, int(redelivered), time.time()) + body
+
+
+def _decode(raw: bytes) -> tuple[bool, float, bytes]:
+    header, _, body = raw.partition(b"\n")
+    flag, _, stamp = header[1:].partition(b" ")
+    return flag == b"1", float(stamp), body
+
+
+@contextmanager
+def _memcached() -> Iterator[None]:
+    try:
+        yield
+    except QueueError:
+        raise
+    except MemcacheServerError as exc:
+        if "out of memory" in str(exc):
+            raise QueueFull("memcached is full: the message was not stored") from exc
+        raise QueueUnavailable(f"memcached error: {exc}") from exc
+    except (MemcacheError, OSError) as exc:
+        raise QueueUnavailable(f"memcached unreachable: {exc}") from exc
+
+
+class Queue:
+    """One named queue. Cheap to make; not to be shared between threads."""
+
+    def __init__(self, name: str, *, client: Client | None = None) -> None:
+        self.name = validate_name(name)
+        self._client = client
+        config = get_config()
+        self.max_bytes: int = config["MAX_MESSAGE_BYTES"]
+        self.visibility_timeout: int = config["VISIBILITY_TIMEOUT"]
+        self.hole_wait: float = config["HOLE_WAIT"]
+        self.recover_interval: float = config["RECOVER_INTERVAL"]
+        self._gen: str | None = None
+        self._missing: dict[int, float] = {}  # index -> when first seen empty
+        self._last_recover = 0.0
+        # The head at the previous scan: an index above it may have been taken
+        # a moment ago by a consumer about to write its claim, so only indexes
+        # at or below it can be judged abandoned.
+        self._horizon = 0
+
+    # -- keys -------------------------------------------------------------------
+
+    @property
+    def client(self) -> Client:
+        return self._client or server_client(f"q:{self.name}")
+
+    def _gen_key(self) -> str:
+        return f"q:{self.name}:gen"
+
+    def _key(self, gen: str, *parts: object) -> str:
+        return ":".join(["q", self.name, gen, *map(str, parts)])
+
+    def _stat(self, what: str, n: int = 1) -> None:
+        """Best effort: a counter never fails the operation it counts."""
+        key = f"q:{self.name}:stat:{what}"
+        try:
+            if self.client.incr(key, n) is None:
+                self.client.add(key, b"0", noreply=False)
+                self.client.incr(key, n)
+        except (MemcacheError, OSError):
+            pass
+
+    def _generation(self) -> str:
+        if self._gen is None:
+            raw = self.client.get(self._gen_key())
+            if raw is None:
+                self._start_generation(expected=None)
+                raw = self.client.get(self._gen_key())
+            self._gen = raw.decode()
+        return self._gen
+
+    def _start_generation(self, *, expected: str | None, reason: str = "resets") -> None:
+        """Move to a fresh key space, unless another process already has."""
+        new = secrets.token_hex(4)
+        for key, value in (("tail", b"0"), ("head", b"0"), ("floor", b"1")):
+            self.client.add(self._key(new, key), value, noreply=False)
+        if expected is None:
+            self.client.add(self._gen_key(), new.encode(), noreply=False)
+            return
+        raw, token = self.client.gets(self._gen_key())
+        if raw is None:
+            self.client.add(self._gen_key(), new.encode(), noreply=False)
+        elif raw.decode() == expected and self.client.cas(
+            self._gen_key(), new.encode(), token, noreply=False
+        ):
+            self._stat(reason)
+
+    def _counters_lost(self, gen: str, reason: str = "resets") -> None:
+        """tail or head is gone: a restart, flush or eviction. Start over in a
+        new generation so fresh indexes cannot land on surviving old entries."""
+        self._start_generation(expected=gen, reason=reason)
+        self._gen = None
+        self._missing.clear()
+
+    # -- producing ----------------------------------------------------------------
+
+    def put(self, body: bytes) -> int:
+        """Enqueue one message; returns its index."""
+        return self.put_many([body])[0]
+
+    def put_many(self, bodies: Sequence[bytes], *, redelivered: bool = False) -> list[int]:
+        """Enqueue messages in one round trip (plus one for the index range).
+
+        Raises QueueFull when memcached refuses to store; its `stored` lists the
+        positions in `bodies` that were enqueued all the same.
+        """
+        for body in bodies:
+            if len(body) > self.max_bytes:
+                raise MessageTooLarge(f"message of {len(body)} bytes is over the {self.max_bytes} limit")
+        if not bodies:
+            return []
+        entries = [_encode(body, redelivered) for body in bodies]
+        indexes: list[int | None] = [None] * len(entries)
+        todo = list(range(len(entries)))
+        with _memcached():
+            for _ in range(ATTEMPTS):
+                gen = self._generation()
+                last = self.client.incr(self._key(gen, "tail"), len(todo))
+                if last is None:
+                    self._counters_lost(gen)
+                    continue
+                first = last - len(todo) + 1
+                keys = {pos: self._key(gen, "m", first + n) for n, pos in enumerate(todo)}
+                try:
+                    results = self.client._store_cmd(
+                        b"add", {keys[pos]: entries[pos] for pos in todo}, 0, False
+                    )
+                except MemcacheServerError as exc:
+                    stored = self._stored_after_error(keys, entries)
+                    self._stat("full")
+                    error = QueueFull("memcached is full: message not stored")
+                    error.stored = [
+                        pos for pos in range(len(entries)) if indexes[pos] is not None or pos in stored
+                    ]
+                    raise error from exc
+                retry = []
+                for n, pos in enumerate(todo):
+                    if results[keys[pos]]:
+                        indexes[pos] = first + n
+                    else:  # a consumer gave up waiting and marked the index a hole
+                        retry.append(pos)
+                self._stat("in", len(todo) - len(retry))
+                todo = retry
+                if not todo:
+                    return [i for i in indexes if i is not None]
+        raise QueueUnavailable("could not find free indexes; the queue is being reset repeatedly")
+
+    def _stored_after_error(self, keys: dict[int, str], entries: list[bytes]) -> set[int]:
+        """After an error part-way through a pipeline, which entries are ours?"""
+        found = self.client.get_many(list(keys.values()))
+        return {pos for pos, key in keys.items() if found.get(key) == entries[pos]}
+
+    # -- consuming ---------------------------------------------------------------
+
+    def claim(self) -> Message | None:
+        messages = self.claim_many(1)
+        return messages[0] if messages else None
+
+    def claim_many(self, limit: int) -> list[Message]:
+        """Claim up to `limit` messages for the visibility timeout. Never blocks."""
+        with _memcached():
+            messages = self._take_missing(limit)
+            if len(messages) < limit:
+                messages += self._take_fresh(limit - len(messages))
+            due = time.monotonic() - self._last_recover >= self.recover_interval
+            if len(messages) < limit and due:
+                messages += self._recover(limit - len(messages))
+            return messages
+
+    def _take_fresh(self, limit: int) -> list[Message]:
+        gen = self._generation()
+        head_key, tail_key = self._key(gen, "head"), self._key(gen, "tail")
+        found = self.client.get_many([head_key, tail_key])
+        if head_key not in found or tail_key not in found:
+            self._counters_lost(gen)
+            return []
+        available = int(found[tail_key]) - int(found[head_key])
+        if available <= 0:
+            return []
+        n = min(limit, available)
+        last = self.client.incr(head_key, n)
+        if last is None:
+            self._counters_lost(gen)
+            return []
+        return self._deliver(gen, range(last - n + 1, last + 1), recovering=False)
+
+    def _take_missing(self, limit: int) -> list[Message]:
+        """Indexes this consumer took whose entries were not written yet."""
+        if not self._missing or self._gen is None:
+            return []
+        return self._deliver(self._gen, sorted(self._missing)[: max(limit, 1)], recovering=False)
+
+    def _deliver(self, gen: str, indexes: Sequence[int], *, recovering: bool) -> list[Message]:
+        keys = {i: self._key(gen, "m", i) for i in indexes}
+        entries = self.client.get_many(list(keys.values()))
+        now = time.monotonic()
+        ready: dict[int, bytes] = {}
+        holes = []
+        for i, key in keys.items():
+            raw = entries.get(key)
+            if raw is None:
+                seen = self._missing.setdefault(i, now)
+                if now - seen >= self.hole_wait:
+                    holes.append(i)
+                continue
+            self._missing.pop(i, None)
+            if raw[:1] == MESSAGE:
+                ready[i] = raw
+        if holes:
+            marked = self.client._store_cmd(b"add", {keys[i]: HOLE for i in holes}, MARKER_TTL, False)
+            self._stat("holes", sum(1 for ok in marked.values() if ok))
+            for i in holes:
+                if marked[keys[i]]:
+                    self._missing.pop(i, None)
+                else:
+                    self._missing[i] = 0.0  # its producer won the race: read it next time
+        if not ready:
+            return []
+        tokens = {i: secrets.token_hex(8) for i in ready}
+        claimed = self.client._store_cmd(
+            b"add",
+            {self._key(gen, "c", i): tokens[i].encode() for i in ready},
+            self.visibility_timeout,
+            False,
+        )
+        messages = []
+        for i, raw in ready.items():
+            if not claimed[self._key(gen, "c", i)]:
+                continue  # someone else holds it
+            redelivered, stamp, body = _decode(raw)
+            messages.append(
+                Message(
+                    queue=self.name,
+                    index=i,
+                    body=body,
+                    receipt=f"{gen}.{i}.{tokens[i]}",
+                    redelivered=redelivered or recovering,
+                    enqueued_at=stamp,
+                )
+            )
+        if messages:
+            self._stat("out", len(messages))
+            if recovering:
+                self._stat("redelivered", len(messages))
+        return messages
+
+    def _recover(self, limit: int) -> list[Message]:
+        """Walk from the floor to the head: redeliver entries whose claim
+        expired, mark long-empty indexes as holes, and move the floor past the
+        finished prefix."""
+        self._last_recover = time.monotonic()
+        gen = self._generation()
+        floor_key, head_key = self._key(gen, "floor"), self._key(gen, "head")
+        found = self.client.get_many([floor_key, head_key])
+        if head_key not in found:
+            return []
+        floor, head = int(found.get(floor_key, b"1")), int(found[head_key])
+        horizon, self._horizon = self._horizon, head
+        messages: list[Message] = []
+        done_until = floor  # first index not known to be finished
+        prefix_open = True
+        start = floor
+        while start <= head and len(messages) < limit:
+            batch = range(start, min(start + SCAN_BATCH, head + 1))
+            keys = [self._key(gen, "m", i) for i in batch] + [self._key(gen, "c", i) for i in batch]
+            values = self.client.get_many(keys)
+            unclaimed = []
+            for i in batch:
+                entry = values.get(self._key(gen, "m", i))
+                finished = entry is not None and entry[:1] in (ACKED, HOLE)
+                if prefix_open and finished:
+                    done_until = i + 1
+                else:
+                    prefix_open = False
+                abandoned = entry is None or (entry[:1] == MESSAGE and self._key(gen, "c", i) not in values)
+                if abandoned and i <= horizon:
+                    unclaimed.append(i)
+            if unclaimed:
+                messages += self._deliver(gen, unclaimed[: limit - len(messages)], recovering=True)
+            start = batch.stop
+        if done_until > floor:
+            self.client.set(floor_key, str(done_until).encode(), noreply=False)
+        return messages
+
+    # -- finishing -------------------------------------------------------------
+
+    def _parse(self, receipt: str) -> tuple[str, int]:
+        try:
+            gen, index, _token = receipt.split(".")
+            return gen, int(index)
+        except ValueError:
+            raise InvalidReceipt("malformed receipt") from None
+
+    def ack(self, receipt: str) -> None:
+        """The message is done. An ack after the visibility timeout still
+        removes it (it may have been redelivered meanwhile: at-least-once)."""
+        self.ack_many([receipt])
+
+    def ack_many(self, receipts: Sequence[str]) -> None:
+        parsed = [self._parse(r) for r in receipts]
+        with _memcached():
+            self.client.set_many(
+                {self._key(gen, "m", i): ACKED for gen, i in parsed}, expire=MARKER_TTL, noreply=False
+            )
+            self.client.delete_many([self._key(gen, "c", i) for gen, i in parsed], noreply=False)
+            self._stat("acked", len(parsed))
+
+    def reject(self, receipt: str) -> int | None:
+        """Put the message back at the tail, marked redelivered; returns its new index."""
+        gen, i = self._parse(receipt)
+        with _memcached():
+            raw = self.client.get(self._key(gen, "m", i))
+            if raw is None or raw[:1] != MESSAGE:
+                return None
+            _, _, body = _decode(raw)
+            (index,) = self.put_many([body], redelivered=True)
+            self.ack(receipt)
+            return index
+
+    # -- looking -------------------------------------------------------------------
+
+    def stats(self) -> dict[str, int]:
+        """Depth and counters in one round trip."""
+        with _memcached():
+            gen = self._generation()
+            names = ("in", "out", "acked", "holes", "redelivered", "full", "resets", "purges")
+            keys = [self._key(gen, k) for k in ("tail", "head", "floor")]
+            keys += [f"q:{self.name}:stat:{n}" for n in names]
+            found = self.client.get_many(keys)
+            tail, head, floor = (int(found.get(k, b"0")) for k in keys[:3])
+            return {
+                "ready": max(tail - head, 0),
+                "unfinished": max(head - floor + 1, 0),
+                "tail": tail,
+                "head": head,
+                "floor": floor,
+                **{n: int(found.get(f"q:{self.name}:stat:{n}", b"0")) for n in names},
+            }
+
+    def purge(self) -> int:
+        """Drop every message: move to a new generation, then delete the old
+        entries. Returns how many indexes were cleared."""
+        with _memcached():
+            gen = self._generation()
+            stats = self.stats()
+            self._counters_lost(gen, reason="purges")
+            cleared = 0
+            for start in range(stats["floor"], stats["tail"] + 1, SCAN_BATCH):
+                batch = range(start, min(start + SCAN_BATCH, stats["tail"] + 1))
+                keys = [self._key(gen, "m", i) for i in batch] + [self._key(gen, "c", i) for i in batch]
+                self.client.delete_many(keys, noreply=False)
+                cleared += len(batch)
+            for key in ("tail", "head", "floor"):
+                self.client.delete(self._key(gen, key), noreply=False)
+            return cleared

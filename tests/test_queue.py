@@ -1,0 +1,148 @@
+"""The memcached queue on a real memcached: order, batches, claims, holes,
+resets, redelivery."""
+
+import threading
+
+import pytest
+
+from progress.client import server_client
+from queues.core import Queue
+from queues.exceptions import InvalidQueueName, MessageTooLarge
+from tests.hostile import HOSTILE
+from tests.processes import wait_for
+
+
+@pytest.fixture
+def fast(settings):
+    settings.QUEUES = {**settings.QUEUES, "HOLE_WAIT": 0.2, "RECOVER_INTERVAL": 0.0, "VISIBILITY_TIMEOUT": 1}
+
+
+def test_messages_come_out_in_order_once_and_ack_finishes_them():
+    queue = Queue("orders")
+    indexes = [queue.put(f"m{i}".encode()) for i in range(5)]
+    assert indexes == [1, 2, 3, 4, 5]
+    got = [queue.claim() for _ in range(5)]
+    assert [m.body for m in got] == [f"m{i}".encode() for i in range(5)]
+    assert not any(m.redelivered for m in got)
+    assert queue.claim() is None
+    queue.ack_many([m.receipt for m in got])
+    stats = queue.stats()
+    assert (stats["in"], stats["out"], stats["acked"], stats["ready"]) == (5, 5, 5, 0)
+
+
+def test_batches_both_ways():
+    queue = Queue("batch")
+    bodies = [bytes([i % 256]) * 2048 for i in range(500)]
+    assert queue.put_many(bodies) == list(range(1, 501))
+    first = queue.claim_many(300)
+    rest = queue.claim_many(300)
+    assert [m.body for m in first + rest] == bodies
+    assert queue.claim_many(10) == []
+
+
+def test_queues_are_separate_and_names_are_checked():
+    Queue("a").put(b"for a")
+    assert Queue("b").claim() is None
+    assert Queue("a").claim().body == b"for a"
+    for bad in [*HOSTILE, "a" * 65, "-leading", "a:b", "a/b"]:
+        if bad and bad[0].isalnum() and len(bad) <= 64 and all(c.isalnum() or c in "_.-" for c in bad):
+            continue  # a few hostile strings are fine names ("null", "NaN")
+        with pytest.raises(InvalidQueueName):
+            Queue(bad)
+
+
+def test_oversized_messages_are_refused_before_anything_is_written(settings):
+    settings.QUEUES = {**settings.QUEUES, "MAX_MESSAGE_BYTES": 100}
+    queue = Queue("small")
+    with pytest.raises(MessageTooLarge):
+        queue.put_many([b"ok", b"x" * 101])
+    assert queue.stats()["tail"] == 0
+
+
+def test_an_expired_claim_is_delivered_again_marked_redelivered(fast):
+    queue = Queue("vis")
+    queue.put(b"job")
+    first = queue.claim()
+    assert first.body == b"job" and not first.redelivered
+    assert queue.claim() is None  # hidden while claimed
+    again = wait_for(queue.claim, timeout=10, interval=0.1, what="redelivery")
+    assert again.body == b"job" and again.redelivered and again.index == first.index
+    queue.ack(again.receipt)
+    assert queue.stats()["redelivered"] == 1
+    # Once acked it never comes back, and the floor moves past it.
+    assert wait_for(lambda: queue.claim() is None and queue.stats()["floor"] == 2, timeout=5, what="floor")
+
+
+def test_reject_puts_it_back_at_the_tail(fast):
+    queue = Queue("rej")
+    queue.put_many([b"one", b"two"])
+    one = queue.claim()
+    assert queue.reject(one.receipt) == 3
+    assert [m.body for m in queue.claim_many(5)] == [b"two", b"one"]
+
+
+class _StallingClient:
+    """A real client whose first message write waits for a signal, as a
+    producer paused between taking an index and writing its entry."""
+
+    def __init__(self, client, release: threading.Event) -> None:
+        self._client = client
+        self._release = release
+        self.stalled = threading.Event()
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    def _store_cmd(self, name, values, *args):
+        if name == b"add" and not self.stalled.is_set() and any(":m:" in k for k in values):
+            self.stalled.set()
+            self._release.wait(10)
+        return self._client._store_cmd(name, values, *args)
+
+
+def test_an_index_taken_but_not_written_becomes_a_hole_and_nothing_is_lost(fast):
+    consumer = Queue("holes")
+    release = threading.Event()
+    stalling = _StallingClient(server_client("q:holes"), release)
+    slow = Queue("holes", client=stalling)
+    result: list[int] = []
+    producer = threading.Thread(target=lambda: result.append(slow.put(b"slow")))
+    producer.start()
+    assert stalling.stalled.wait(5)  # index 1 is taken, its entry not written
+    consumer.put(b"fast")  # index 2
+
+    # The consumer waits a moment on index 1, then skips it as a hole.
+    got = wait_for(consumer.claim, timeout=5, what="the message after the hole")
+    assert got.body == b"fast"
+    wait_for(lambda: consumer.stats()["holes"] == 1 or consumer.claim(), timeout=5, what="hole marked")
+    release.set()
+    producer.join(5)
+    # The stalled producer lost the race for index 1 and wrote at index 3 instead.
+    assert result == [3]
+    late = wait_for(consumer.claim, timeout=5, what="the late message")
+    assert late.body == b"slow" and late.index == 3
+    assert consumer.stats()["holes"] == 1
+
+
+def test_lost_counters_start_a_new_generation_without_touching_old_entries():
+    queue = Queue("reset")
+    queue.put_many([b"old1", b"old2"])
+    gen = queue._generation()
+    client = server_client("q:reset")
+    old_entry = client.get(f"q:reset:{gen}:m:1")
+    # Eviction or a flush takes the counters but not the entries.
+    client.delete_many([f"q:reset:{gen}:tail", f"q:reset:{gen}:head"])
+    assert queue.put(b"new") == 1  # index 1 again, in a new key space
+    assert queue._generation() != gen
+    assert client.get(f"q:reset:{gen}:m:1") == old_entry
+    assert Queue("reset").claim().body == b"new"
+    assert queue.stats()["resets"] == 1
+
+
+def test_purge_empties_the_queue():
+    queue = Queue("purge")
+    queue.put_many([b"x"] * 50)
+    assert queue.purge() >= 50
+    assert queue.claim() is None and queue.stats()["ready"] == 0
+    queue.put(b"after")
+    assert queue.claim().body == b"after"
