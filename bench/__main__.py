@@ -1,12 +1,14 @@
 """`make bench`: every benchmark, each against a baseline measured in the same run."""
 
-from bench import endpoint, publish
+from bench import endpoint, publish, queue
 
 
 def main() -> None:
     print(publish.report(publish.run()), flush=True)
     print()
     print(endpoint.report(endpoint.run()), flush=True)
+    print()
+    print(queue.report(queue.run()), flush=True)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ DEFAULTS: dict[str, Any] = {
     "HOLE_WAIT": 2.0,
     # Seconds between a consumer's scans for expired claims.
     "RECOVER_INTERVAL": 1.0,
+    # Messages claim() takes at once when the queue has them.
+    "PREFETCH": 8,
 }
 
 

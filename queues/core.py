@@ -29,8 +29,10 @@ unclaimed; the recovery scan, which walks from the floor to the head, claims it
 again and delivers it marked as redelivered.
 """
 
+import os
 import secrets
 import time
+from collections import deque
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -56,6 +58,10 @@ MESSAGE = b"M"
 MARKER_TTL = 24 * 3600
 SCAN_BATCH = 200
 ATTEMPTS = 20
+# Puts closer together than this grow the producer's index block, up to MAX_BLOCK.
+BURST_GAP = 0.01
+MAX_BLOCK = 16
+STATS = ("in", "out", "acked", "holes", "redelivered", "full", "resets", "purges")
 
 
 @dataclass(frozen=True)
@@ -98,11 +104,21 @@ class Queue:
     def __init__(self, name: str, *, client: Client | None = None) -> None:
         self.name = validate_name(name)
         self._client = client
+        self._client_pid = os.getpid()
         config = get_config()
         self.max_bytes: int = config["MAX_MESSAGE_BYTES"]
         self.visibility_timeout: int = config["VISIBILITY_TIMEOUT"]
         self.hole_wait: float = config["HOLE_WAIT"]
         self.recover_interval: float = config["RECOVER_INTERVAL"]
+        self.prefetch: int = config["PREFETCH"]
+        self._buffer: deque[tuple[float, Message]] = deque()
+        self._busy = False  # the last fresh take found more than it asked for
+        self._stats_ready = False
+        self._reserve: deque[int] = deque()  # indexes taken from the tail, not yet written
+        self._reserve_gen: str | None = None
+        self._reserved_at = 0.0
+        self._block = 1
+        self._last_put = -1.0
         self._gen: str | None = None
         self._missing: dict[int, float] = {}  # index -> when first seen empty
         self._last_recover = 0.0
@@ -115,7 +131,11 @@ class Queue:
 
     @property
     def client(self) -> Client:
-        return self._client or server_client(f"q:{self.name}")
+        # Finding the server hashes in pure Python: do it once per process.
+        if self._client is None or self._client_pid != os.getpid():
+            self._client = server_client(f"q:{self.name}")
+            self._client_pid = os.getpid()
+        return self._client
 
     def _gen_key(self) -> str:
         return f"q:{self.name}:gen"
@@ -124,14 +144,18 @@ class Queue:
         return ":".join(["q", self.name, gen, *map(str, parts)])
 
     def _stat(self, what: str, n: int = 1) -> None:
-        """Best effort: a counter never fails the operation it counts."""
-        key = f"q:{self.name}:stat:{what}"
+        """Best effort and without waiting for the reply: a counter never slows
+        or fails the operation it counts."""
         try:
-            if self.client.incr(key, n) is None:
-                self.client.add(key, b"0", noreply=False)
-                self.client.incr(key, n)
+            if not self._stats_ready:
+                self.client._store_cmd(b"add", {self._stat_key(s): b"0" for s in STATS}, 0, False)
+                self._stats_ready = True
+            self.client.incr(self._stat_key(what), n, noreply=True)
         except (MemcacheError, OSError):
             pass
+
+    def _stat_key(self, what: str) -> str:
+        return f"q:{self.name}:stat:{what}"
 
     def _generation(self) -> str:
         if self._gen is None:
@@ -188,12 +212,11 @@ class Queue:
         with _memcached():
             for _ in range(ATTEMPTS):
                 gen = self._generation()
-                last = self.client.incr(self._key(gen, "tail"), len(todo))
-                if last is None:
+                taken = self._take_indexes(gen, len(todo))
+                if taken is None:
                     self._counters_lost(gen)
                     continue
-                first = last - len(todo) + 1
-                keys = {pos: self._key(gen, "m", first + n) for n, pos in enumerate(todo)}
+                keys = {pos: self._key(gen, "m", taken[n]) for n, pos in enumerate(todo)}
                 try:
                     results = self.client._store_cmd(
                         b"add", {keys[pos]: entries[pos] for pos in todo}, 0, False
@@ -209,7 +232,7 @@ class Queue:
                 retry = []
                 for n, pos in enumerate(todo):
                     if results[keys[pos]]:
-                        indexes[pos] = first + n
+                        indexes[pos] = taken[n]
                     else:  # a consumer gave up waiting and marked the index a hole
                         retry.append(pos)
                 self._stat("in", len(todo) - len(retry))
@@ -217,6 +240,26 @@ class Queue:
                 if not todo:
                     return [i for i in indexes if i is not None]
         raise QueueUnavailable("could not find free indexes; the queue is being reset repeatedly")
+
+    def _take_indexes(self, gen: str, count: int) -> list[int] | None:
+        """`count` indexes for new entries: from this producer's reserve, else
+        from the tail. A producer putting fast reserves a growing block with
+        one incr, so most puts cost one round trip; reserved indexes it does
+        not use in time simply become holes that consumers skip."""
+        now = time.monotonic()
+        fast = now - self._last_put < BURST_GAP
+        self._last_put = now
+        if self._reserve_gen != gen or now - self._reserved_at > self.hole_wait / 2:
+            self._reserve.clear()
+        if len(self._reserve) < count:
+            self._block = min(self._block * 2, MAX_BLOCK) if fast else 1
+            want = count - len(self._reserve) + (self._block - 1 if count == 1 else 0)
+            last = self.client.incr(self._key(gen, "tail"), want)
+            if last is None:
+                return None
+            self._reserve.extend(range(last - want + 1, last + 1))
+            self._reserve_gen, self._reserved_at = gen, now
+        return [self._reserve.popleft() for _ in range(count)]
 
     def _stored_after_error(self, keys: dict[int, str], entries: list[bytes]) -> set[int]:
         """After an error part-way through a pipeline, which entries are ours?"""
@@ -226,13 +269,41 @@ class Queue:
     # -- consuming ---------------------------------------------------------------
 
     def claim(self) -> Message | None:
-        messages = self.claim_many(1)
-        return messages[0] if messages else None
+        """One message, or None. Claims up to PREFETCH at a time when the queue
+        has them and hands them out one by one; a buffered message whose claim
+        is past half the visibility timeout is dropped, not handed out (it will
+        be redelivered to someone with time to finish it)."""
+        if not self._buffer:
+            messages = self.claim_many(self.prefetch)
+            now = time.monotonic()
+            self._buffer.extend((now, m) for m in messages)
+        buffered = self._from_buffer(1)
+        return buffered[0] if buffered else None
+
+    def _from_buffer(self, limit: int) -> list[Message]:
+        fresh_after = time.monotonic() - self.visibility_timeout / 2
+        out: list[Message] = []
+        while self._buffer and len(out) < limit:
+            claimed_at, message = self._buffer.popleft()
+            if claimed_at >= fresh_after:
+                out.append(message)
+        return out
+
+    def release(self) -> None:
+        """Give back prefetched messages not yet handed out (claims are dropped
+        so they can be delivered again at once)."""
+        with _memcached():
+            keys = [self._key(*self._parse(m.receipt)[:1], "c", m.index) for _, m in self._buffer]
+            self.client.delete_many(keys, noreply=False)
+        self._buffer.clear()
 
     def claim_many(self, limit: int) -> list[Message]:
         """Claim up to `limit` messages for the visibility timeout. Never blocks."""
+        messages = self._from_buffer(limit)
+        if len(messages) == limit:
+            return messages
         with _memcached():
-            messages = self._take_missing(limit)
+            messages += self._take_missing(limit - len(messages))
             if len(messages) < limit:
                 messages += self._take_fresh(limit - len(messages))
             due = time.monotonic() - self._last_recover >= self.recover_interval
@@ -243,19 +314,27 @@ class Queue:
     def _take_fresh(self, limit: int) -> list[Message]:
         gen = self._generation()
         head_key, tail_key = self._key(gen, "head"), self._key(gen, "tail")
-        found = self.client.get_many([head_key, tail_key])
-        if head_key not in found or tail_key not in found:
-            self._counters_lost(gen)
-            return []
-        available = int(found[tail_key]) - int(found[head_key])
-        if available <= 0:
-            return []
-        n = min(limit, available)
+        n = limit
+        if not self._busy:
+            # Look before taking, so polling an empty queue takes no index.
+            found = self.client.get_many([head_key, tail_key])
+            if head_key not in found or tail_key not in found:
+                self._counters_lost(gen)
+                return []
+            available = int(found[tail_key]) - int(found[head_key])
+            if available <= 0:
+                return []
+            n = min(limit, available)
+            self._busy = available > n
         last = self.client.incr(head_key, n)
         if last is None:
             self._counters_lost(gen)
             return []
-        return self._deliver(gen, range(last - n + 1, last + 1), recovering=False)
+        # On a busy queue we took without looking; an index past the tail is
+        # then held (in _missing) for the next producer, like any unwritten one.
+        messages = self._deliver(gen, range(last - n + 1, last + 1), recovering=False)
+        self._busy = self._busy and len(messages) == n
+        return messages
 
     def _take_missing(self, limit: int) -> list[Message]:
         """Indexes this consumer took whose entries were not written yet."""
@@ -290,15 +369,16 @@ class Queue:
         if not ready:
             return []
         tokens = {i: secrets.token_hex(8) for i in ready}
+        claim_keys = {i: self._key(gen, "c", i) for i in ready}
         claimed = self.client._store_cmd(
             b"add",
-            {self._key(gen, "c", i): tokens[i].encode() for i in ready},
+            {claim_keys[i]: tokens[i].encode() for i in ready},
             self.visibility_timeout,
             False,
         )
         messages = []
         for i, raw in ready.items():
-            if not claimed[self._key(gen, "c", i)]:
+            if not claimed[claim_keys[i]]:
                 continue  # someone else holds it
             redelivered, stamp, body = _decode(raw)
             messages.append(
@@ -372,10 +452,10 @@ class Queue:
     def ack_many(self, receipts: Sequence[str]) -> None:
         parsed = [self._parse(r) for r in receipts]
         with _memcached():
+            # The marker ends the entry; its claim key just expires.
             self.client.set_many(
                 {self._key(gen, "m", i): ACKED for gen, i in parsed}, expire=MARKER_TTL, noreply=False
             )
-            self.client.delete_many([self._key(gen, "c", i) for gen, i in parsed], noreply=False)
             self._stat("acked", len(parsed))
 
     def reject(self, receipt: str) -> int | None:
@@ -396,7 +476,7 @@ class Queue:
         """Depth and counters in one round trip."""
         with _memcached():
             gen = self._generation()
-            names = ("in", "out", "acked", "holes", "redelivered", "full", "resets", "purges")
+            names = STATS
             keys = [self._key(gen, k) for k in ("tail", "head", "floor")]
             keys += [f"q:{self.name}:stat:{n}" for n in names]
             found = self.client.get_many(keys)

@@ -1,0 +1,123 @@
+"""The memcached queue beside Redis LPUSH/RPOP (redis-py), same machine, same run.
+
+2 KB messages, one producer then one consumer, in this process. Dequeue on
+our side is claim + ack (a reliable read); Redis's RPOP is a destructive pop.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from tests import processes
+
+N = int(os.environ.get("BENCH_MESSAGES", "20000"))
+BATCH = 100
+BODY = b"x" * 2048
+ORIGINAL = 300  # messages/s reported by the design this grew from
+
+
+def _rate(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return N / (time.perf_counter() - start)
+
+
+def _redis(port: int) -> dict[str, float]:
+    import redis
+
+    r = redis.Redis(port=port)
+    r.delete("bench")
+    out = {"enqueue 1x1": _rate(lambda: [r.lpush("bench", BODY) for _ in range(N)])}
+    out["dequeue 1x1"] = _rate(lambda: [r.rpop("bench") for _ in range(N)])
+
+    def push_batches() -> None:
+        for _ in range(N // BATCH):
+            r.lpush("bench", *([BODY] * BATCH))
+
+    out["enqueue batch"] = _rate(push_batches)
+    out["dequeue batch"] = _rate(lambda: [r.rpop("bench", BATCH) for _ in range(N // BATCH)])
+    r.close()
+    return out
+
+
+def _ours() -> dict[str, float]:
+    from queues.core import Queue
+
+    # A producer and a consumer of their own per phase, as separate processes would have.
+    Queue("bench1").purge()
+    Queue("bench2").purge()
+    producer, consumer = Queue("bench1"), Queue("bench1")
+    out = {"enqueue 1x1": _rate(lambda: [producer.put(BODY) for _ in range(N)])}
+
+    def one_by_one() -> None:
+        for _ in range(N):
+            consumer.ack(consumer.claim().receipt)
+
+    out["dequeue 1x1"] = _rate(one_by_one)
+    producer, consumer = Queue("bench2"), Queue("bench2")
+
+    def put_batches() -> None:
+        for _ in range(N // BATCH):
+            producer.put_many([BODY] * BATCH)
+
+    def take_batches() -> None:
+        for _ in range(N // BATCH):
+            consumer.ack_many([m.receipt for m in consumer.claim_many(BATCH)])
+
+    out["enqueue batch"] = _rate(put_batches)
+    out["dequeue batch"] = _rate(take_batches)
+    return out
+
+
+def run() -> tuple[dict[str, float], dict[str, float]]:
+    workdir = Path(tempfile.mkdtemp(prefix="bench-queue-"))
+    mc, address = processes.memcached(workdir, memory_mb=1024)
+    port = processes.free_port()
+    redis_server = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        processes.wait_for(
+            lambda: socket.create_connection(("127.0.0.1", port), 0.2).close() or True,
+            timeout=10,
+            what="redis",
+        )
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webfarm.settings")
+        os.environ["MEMCACHED_SERVERS"] = address
+        import django
+
+        django.setup()
+        return _ours(), _redis(port)
+    finally:
+        redis_server.terminate()
+        redis_server.wait(10)
+        mc.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def report(results: tuple[dict[str, float], dict[str, float]]) -> str:
+    ours, redis = results
+    lines = [
+        f"Queue: {N:,} messages of 2 KB, batches of {BATCH}; dequeue = claim + ack vs RPOP",
+        f"{'':16} {'memcached':>11} {'redis':>11} {'ratio':>7} {'vs 300/s':>9}",
+    ]
+    redis_1x1 = redis["dequeue 1x1"]
+    for key in ours:
+        lines.append(
+            f"{key:16} {ours[key]:9.0f}/s {redis[key]:9.0f}/s {ours[key] / redis[key]:7.2f} "
+            f"{ours[key] / ORIGINAL:8.0f}x"
+        )
+    lines.append(
+        f"batch dequeue vs Redis one-by-one RPOP: {ours['dequeue batch'] / redis_1x1:.1f}x; "
+        f"vs our own one-by-one: {ours['dequeue batch'] / ours['dequeue 1x1']:.1f}x"
+    )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(report(run()))
