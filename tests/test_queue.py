@@ -1,7 +1,9 @@
 """The memcached queue on a real memcached: order, batches, claims, holes,
 resets, redelivery."""
 
+import random
 import threading
+import time
 
 import pytest
 
@@ -146,3 +148,86 @@ def test_purge_empties_the_queue():
     assert queue.claim() is None and queue.stats()["ready"] == 0
     queue.put(b"after")
     assert queue.claim().body == b"after"
+
+
+def test_prefetched_messages_past_half_their_visibility_are_not_handed_out(settings):
+    settings.QUEUES = {**settings.QUEUES, "VISIBILITY_TIMEOUT": 2, "RECOVER_INTERVAL": 0.0, "PREFETCH": 4}
+    queue = Queue("prefetch")
+    queue.put_many([b"a", b"b", b"c"])
+    first = queue.claim()  # b and c wait in this consumer's buffer
+    assert first.body == b"a"
+    queue.ack(first.receipt)
+    # Age the buffer past half the visibility timeout.
+    queue._buffer = type(queue._buffer)((t - 1.5, m) for t, m in queue._buffer)
+    other = Queue("prefetch")
+    back = wait_for(lambda: other.claim_many(5), timeout=10, interval=0.1, what="expired claims")
+    assert sorted(m.body for m in back) == [b"b", b"c"] and all(m.redelivered for m in back)
+    assert queue.claim() is None  # the stale ones were dropped, not handed out twice
+
+
+def test_release_gives_prefetched_messages_back_at_once(settings):
+    settings.QUEUES = {**settings.QUEUES, "VISIBILITY_TIMEOUT": 60, "RECOVER_INTERVAL": 0.0, "PREFETCH": 4}
+    queue = Queue("release")
+    queue.put_many([b"a", b"b"])
+    assert queue.claim().body == b"a"
+    queue.release()
+    other = Queue("release")
+    got = wait_for(lambda: other.claim_many(5), timeout=5, interval=0.05, what="released message")
+    assert [m.body for m in got] == [b"b"]
+
+
+def test_a_fast_producer_reserves_index_blocks_and_leftovers_are_only_holes(fast):
+    producer, consumer = Queue("burst"), Queue("burst")
+    for i in range(40):
+        producer._last_put = time.monotonic()  # as if the previous put were a moment ago
+        producer.put(f"{i}".encode())
+    stats = producer.stats()
+    assert stats["in"] == 40 and stats["tail"] > 40  # indexes were taken in blocks
+    got: list[bytes] = []
+    wait_for(
+        lambda: (
+            got.extend(m.body for m in consumer.claim_many(50))
+            or consumer.stats()["holes"] == stats["tail"] - 40
+        ),
+        timeout=10,
+        interval=0.05,
+        what="leftover reservations marked as holes",
+    )
+    assert got == [f"{i}".encode() for i in range(40)]
+    # A producer putting slowly takes one index at a time.
+    slow = Queue("slow")
+    for _ in range(5):
+        slow._last_put = time.monotonic() - 1
+        slow.put(b"x")
+    assert slow.stats()["tail"] == 5
+
+
+def test_interleaved_producers_and_consumers_deliver_everything_once(fast):
+    rng = random.Random(11)
+    producers = [Queue("mixed") for _ in range(2)]
+    consumers = [Queue("mixed") for _ in range(2)]
+    sent, seen = 0, []
+    for _ in range(3000):
+        if rng.random() < 0.5:
+            batch = [str(sent + n).encode() for n in range(rng.choice([1, 1, 3, 20]))]
+            rng.choice(producers).put_many(batch)
+            sent += len(batch)
+        else:
+            consumer = rng.choice(consumers)
+            messages = (
+                consumer.claim_many(rng.choice([1, 4, 16]))
+                if rng.random() < 0.5
+                else [m for m in [consumer.claim()] if m]
+            )
+            seen.extend(int(m.body) for m in messages)
+            consumer.ack_many([m.receipt for m in messages])
+
+    def drained() -> bool:
+        for consumer in consumers:
+            messages = consumer.claim_many(100)
+            seen.extend(int(m.body) for m in messages)
+            consumer.ack_many([m.receipt for m in messages])
+        return len(seen) >= sent
+
+    wait_for(drained, timeout=20, interval=0.05, what="the queue to drain")
+    assert sorted(seen) == list(range(sent))
