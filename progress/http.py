@@ -1,6 +1,15 @@
-"""JSON error responses shared by the machine-facing views."""
+"""What the machine-facing views share: JSON errors and bearer tokens."""
 
-from django.http import HttpRequest, JsonResponse
+import hmac
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+
+View = Callable[..., HttpResponse]
 
 
 def json_error(status: int, message: str, *, retry_after: int | None = None) -> JsonResponse:
@@ -15,3 +24,30 @@ def wants_json(request: HttpRequest) -> bool:
     """True for fetch()/API callers, False for browsers navigating."""
     accept = request.headers.get("Accept", "")
     return "application/json" in accept and "text/html" not in accept
+
+
+def require_token(setting: str) -> Callable[[View], View]:
+    """Machine endpoints: `Authorization: Bearer <token>`, the token read from
+    `settings.<setting>`. 401 without credentials, 403 with wrong ones, 403
+    for everyone while the setting is empty. Exempt from CSRF: no cookie is
+    involved, so there is nothing to forge."""
+
+    def decorate(view: View) -> View:
+        @csrf_exempt
+        @wraps(view)
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            expected = getattr(settings, setting, "")
+            scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not given:
+                response = json_error(401, "Send Authorization: Bearer <token>.")
+                response["WWW-Authenticate"] = "Bearer"
+                return response
+            if not expected:
+                return json_error(403, f"This API is disabled: {setting} is not set.")
+            if not hmac.compare_digest(given.strip().encode(), expected.encode()):
+                return json_error(403, "Wrong token.")
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorate

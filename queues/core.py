@@ -30,6 +30,7 @@ again and delivers it marked as redelivered.
 """
 
 import os
+import re
 import secrets
 import time
 from collections import deque
@@ -58,6 +59,7 @@ MESSAGE = b"M"
 MARKER_TTL = 24 * 3600
 SCAN_BATCH = 200
 ATTEMPTS = 20
+RECEIPT_RE = re.compile(r"(?P<gen>[0-9a-f]{8})\.(?P<index>[1-9][0-9]{0,17})\.[0-9a-f]{16}")
 # Puts closer together than this grow the producer's index block, up to MAX_BLOCK.
 BURST_GAP = 0.01
 MAX_BLOCK = 16
@@ -437,12 +439,12 @@ class Queue:
 
     # -- finishing -------------------------------------------------------------
 
-    def _parse(self, receipt: str) -> tuple[str, int]:
-        try:
-            gen, index, _token = receipt.split(".")
-            return gen, int(index)
-        except ValueError:
-            raise InvalidReceipt("malformed receipt") from None
+    def _parse(self, receipt: object) -> tuple[str, int]:
+        # The parts go into memcached keys: accept only what claims make.
+        match = RECEIPT_RE.fullmatch(receipt) if isinstance(receipt, str) else None
+        if match is None:
+            raise InvalidReceipt("malformed receipt")
+        return match["gen"], int(match["index"])
 
     def ack(self, receipt: str) -> None:
         """The message is done. An ack after the visibility timeout still
@@ -452,11 +454,14 @@ class Queue:
     def ack_many(self, receipts: Sequence[str]) -> None:
         parsed = [self._parse(r) for r in receipts]
         with _memcached():
-            # The marker ends the entry; its claim key just expires.
-            self.client.set_many(
-                {self._key(gen, "m", i): ACKED for gen, i in parsed}, expire=MARKER_TTL, noreply=False
-            )
+            self._mark_finished(parsed)
             self._stat("acked", len(parsed))
+
+    def _mark_finished(self, entries: Sequence[tuple[str, int]]) -> None:
+        # The marker ends the entry; its claim key just expires.
+        self.client.set_many(
+            {self._key(gen, "m", i): ACKED for gen, i in entries}, expire=MARKER_TTL, noreply=False
+        )
 
     def reject(self, receipt: str) -> int | None:
         """Put the message back at the tail, marked redelivered; returns its new index."""
@@ -467,7 +472,7 @@ class Queue:
                 return None
             _, _, body = _decode(raw)
             (index,) = self.put_many([body], redelivered=True)
-            self.ack(receipt)
+            self._mark_finished([(gen, i)])
             return index
 
     # -- looking -------------------------------------------------------------------

@@ -5,5 +5,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("progress/", include("progress.urls")),
+    path("queues/", include("queues.urls")),
     path("", include("reports.urls")),
 ]

@@ -1,0 +1,134 @@
+"""The HTTP front of the queues: producers POST, consumers GET, errors are status codes."""
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from progress.http import json_error, require_token
+from queues.core import Queue
+from queues.exceptions import (
+    InvalidQueueName,
+    InvalidReceipt,
+    MessageTooLarge,
+    QueueFull,
+    QueueUnavailable,
+)
+
+RETRY_AFTER = 2
+_CACHED_QUEUES = 256
+_local = threading.local()
+
+
+def _queue(name: str) -> Queue:
+    """This thread's Queue object for `name` (it keeps the generation and index
+    reserve between requests). No prefetch: a web process must not sit on
+    messages other consumers could take."""
+    cache: OrderedDict[str, Queue] = _local.__dict__.setdefault("queues", OrderedDict())
+    queue = cache.get(name)
+    if queue is None:
+        queue = Queue(name)
+        queue.prefetch = 1
+        cache[name] = queue
+        if len(cache) > _CACHED_QUEUES:
+            cache.popitem(last=False)
+    cache.move_to_end(name)
+    return queue
+
+
+def _queue_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        try:
+            return view(request, *args, **kwargs)
+        except InvalidQueueName as exc:
+            return json_error(400, str(exc))
+        except InvalidReceipt as exc:
+            return json_error(400, str(exc))
+        except MessageTooLarge as exc:
+            return json_error(413, str(exc))
+        except QueueFull as exc:
+            return json_error(507, str(exc), retry_after=RETRY_AFTER)
+        except QueueUnavailable:
+            return json_error(503, "The queue store is unreachable; try again.", retry_after=RETRY_AFTER)
+
+    return wrapped
+
+
+@require_token("QUEUE_API_TOKEN")
+@require_http_methods(["GET", "POST"])
+@_queue_errors
+def messages(request: HttpRequest, name: str) -> HttpResponse:
+    queue = _queue(name)
+    if request.method == "POST":
+        declared = request.headers.get("Content-Length", "")
+        if declared.isdigit() and int(declared) > queue.max_bytes:
+            raise MessageTooLarge(f"message of {declared} bytes is over the {queue.max_bytes} limit")
+        body = request.body
+        if not body:
+            return json_error(400, "The message is empty.")
+        index = queue.put(body)
+        return JsonResponse({"queue": name, "index": index}, status=201)
+
+    message = queue.claim()
+    if message is None:
+        return HttpResponse(status=204)
+    response = HttpResponse(message.body, content_type="application/octet-stream")
+    response["Queue-Index"] = str(message.index)
+    response["Queue-Receipt"] = message.receipt
+    response["Queue-Redelivered"] = "true" if message.redelivered else "false"
+    response["Queue-Enqueued-At"] = f"{message.enqueued_at:.3f}"
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def _receipt(request: HttpRequest) -> str | HttpResponse:
+    """From a JSON body {"receipt": ...} or the Queue-Receipt header."""
+    if request.body:
+        if request.content_type != "application/json":
+            return json_error(415, 'Send the receipt as JSON: {"receipt": "..."}.')
+        try:
+            receipt = json.loads(request.body).get("receipt")
+        except (ValueError, AttributeError):
+            return json_error(400, 'The body must be a JSON object: {"receipt": "..."}.')
+    else:
+        receipt = request.headers.get("Queue-Receipt")
+    if not receipt:
+        return json_error(400, "No receipt given.")
+    return receipt
+
+
+@require_token("QUEUE_API_TOKEN")
+@require_POST
+@_queue_errors
+def ack(request: HttpRequest, name: str) -> HttpResponse:
+    receipt = _receipt(request)
+    if isinstance(receipt, HttpResponse):
+        return receipt
+    _queue(name).ack(receipt)
+    return HttpResponse(status=204)
+
+
+@require_token("QUEUE_API_TOKEN")
+@require_POST
+@_queue_errors
+def reject(request: HttpRequest, name: str) -> HttpResponse:
+    receipt = _receipt(request)
+    if isinstance(receipt, HttpResponse):
+        return receipt
+    index = _queue(name).reject(receipt)
+    return JsonResponse({"queue": name, "index": index})
+
+
+@require_token("QUEUE_API_TOKEN")
+@require_GET
+@_queue_errors
+def stats(request: HttpRequest, name: str) -> HttpResponse:
+    response = JsonResponse({"queue": name, **_queue(name).stats()})
+    response["Cache-Control"] = "no-store"
+    return response
