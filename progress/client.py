@@ -91,13 +91,14 @@ _POOL_OPTIONS = {"max_pool_size", "pool_idle_timeout", "lock_generator"}
 _server_clients: list[Client] = []  # every thread's, so reset_client() can close them
 
 
-def server_client(route_key: str) -> Client:
-    """A plain client, for this thread, to the one server `route_key` hashes to.
+def server_client(route_key: str, ring: StableHashClient | None = None) -> Client:
+    """A plain client, for this thread, to the one server `route_key` hashes to
+    on `ring` (the settings' servers by default).
 
     A queue keeps all its keys on one server so its counters and entries never
     split, and so a batch is one pipelined round trip to one socket.
     """
-    ring = get_client()
+    ring = ring or get_client()
     server = ring.hasher.get_node(route_key)
     if server is None:
         raise ImproperlyConfigured("MEMCACHED_SERVERS names no server")

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pymemcache.client.base import Client
 from pymemcache.exceptions import MemcacheError, MemcacheServerError
 
-from progress.client import server_client
+from progress.client import StableHashClient, server_client
 from queues.conf import get_config
 from queues.exceptions import (
     InvalidReceipt,
@@ -103,9 +103,12 @@ def _memcached() -> Iterator[None]:
 class Queue:
     """One named queue. Cheap to make; not to be shared between threads."""
 
-    def __init__(self, name: str, *, client: Client | None = None) -> None:
+    def __init__(
+        self, name: str, *, client: Client | None = None, ring: StableHashClient | None = None
+    ) -> None:
         self.name = validate_name(name)
         self._client = client
+        self._ring = ring
         self._client_pid = os.getpid()
         config = get_config()
         self.max_bytes: int = config["MAX_MESSAGE_BYTES"]
@@ -135,7 +138,7 @@ class Queue:
     def client(self) -> Client:
         # Finding the server hashes in pure Python: do it once per process.
         if self._client is None or self._client_pid != os.getpid():
-            self._client = server_client(f"q:{self.name}")
+            self._client = server_client(f"q:{self.name}", self._ring)
             self._client_pid = os.getpid()
         return self._client
 
@@ -462,6 +465,20 @@ class Queue:
         self.client.set_many(
             {self._key(gen, "m", i): ACKED for gen, i in entries}, expire=MARKER_TTL, noreply=False
         )
+
+    def extend(self, receipts: Sequence[str], seconds: int | None = None) -> None:
+        """Keep claims alive: their messages stay hidden `seconds` more."""
+        if not receipts:
+            return
+        seconds = seconds or self.visibility_timeout
+        expire = str(seconds).encode()
+        with _memcached():
+            commands = []
+            for receipt in receipts:
+                gen, i = self._parse(receipt)
+                key = self.client.check_key(self._key(gen, "c", i), self.client.key_prefix)
+                commands.append(b"touch " + key + b" " + expire + b"\r\n")
+            self.client._misc_cmd(commands, b"touch", False)
 
     def reject(self, receipt: str) -> int | None:
         """Put the message back at the tail, marked redelivered; returns its new index."""

@@ -58,3 +58,6 @@ def run_report(*, job_id: str) -> None:
             report.run(job=job, params=job.params, tracker=tracker)
     except JobNotRunnable as exc:
         logger.info("job %s not run: %s", job_id, exc)
+        return
+    job.refresh_from_db(fields=["state"])
+    logger.info("job %s ended: %s", job_id, job.state)

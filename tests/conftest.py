@@ -52,6 +52,7 @@ class Farm:
     """One memcached, one Redis broker, one Celery worker, two web nodes."""
 
     dir: Path
+    broker: str
     env: dict
     node_a: str
     node_b: str
@@ -64,15 +65,19 @@ class Farm:
         return WebClient(self.node_a).login(username, DEMO_PASSWORD)
 
 
-@pytest.fixture(scope="session")
-def farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Farm]:
-    base = tmp_path_factory.mktemp("farm")
+@pytest.fixture(scope="session", params=["redis", "memcached"])
+def farm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Farm]:
+    """The farm with Celery on Redis, then the same farm with Celery on memcached."""
+    base = tmp_path_factory.mktemp(f"farm-{request.param}")
     started: list[processes.Process] = []
     try:
         mc, mc_address = processes.memcached(base)
         started.append(mc)
-        broker, broker_url = processes.redis(base)
-        started.append(broker)
+        if request.param == "redis":
+            broker, broker_url = processes.redis(base)
+            started.append(broker)
+        else:
+            broker_url = f"memcached://{mc_address}"
         env = {
             **os.environ,
             "DATABASE_URL": f"sqlite:///{base / 'farm.sqlite3'}",
@@ -99,6 +104,7 @@ def farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Farm]:
         started.append(node_b)
         yield Farm(
             dir=base,
+            broker=request.param,
             env=env,
             node_a=url_a,
             node_b=url_b,

@@ -130,6 +130,21 @@ QUEUE_API_TOKEN = env_str("QUEUE_API_TOKEN", "")
 STATS_API_TOKEN = env_str("STATS_API_TOKEN", "")
 
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+# Redis hands an unacknowledged task to another worker after this long: it must
+# exceed the longest report's time limit, or a long job would run twice.
+CELERY_BROKER_TRANSPORT_OPTIONS: dict = {"visibility_timeout": 2 * 3600}
+if CELERY_BROKER_URL.startswith("memcached://"):
+    # kombu cannot parse a list of hosts: the transport takes them as an option.
+    # memcached:// alone means the MEMCACHED_SERVERS.
+    _hosts = [h for h in CELERY_BROKER_URL.removeprefix("memcached://").strip("/").split(",") if h]
+    _broker_servers = _hosts or MEMCACHED_SERVERS
+    CELERY_BROKER_URL = f"memcached://{_broker_servers[0]}"
+    # Claims are kept alive while a worker holds them, so this is how soon a
+    # killed worker's tasks come back, not a limit on task length.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "servers": _broker_servers,
+        "visibility_timeout": env_int("CELERY_BROKER_VISIBILITY_TIMEOUT", 60),
+    }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "webfarm")
 CELERY_TASK_IGNORE_RESULT = True
@@ -139,9 +154,6 @@ CELERY_ACCEPT_CONTENT = ["json"]
 # worker that dies hands its job back instead of losing it.
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-# Redis hands an unacknowledged task to another worker after this long: it must
-# exceed the longest report's time limit, or a long job would run twice.
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 2 * 3600}
 CELERY_WORKER_CONCURRENCY = env_int("CELERY_WORKER_CONCURRENCY", 2)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 

@@ -1,0 +1,173 @@
+"""A kombu transport over the memcached queue: CELERY_BROKER_URL=memcached://host:port.
+
+Each kombu queue is one memcached queue. A delivered message is a claim;
+kombu's ack acknowledges it, a reject puts it back (or drops it), and while
+the worker holds it a background thread keeps the claim alive. A worker that
+is killed stops doing so, and its messages come back, marked redelivered,
+within one visibility timeout. That is what acks_late needs.
+
+Not supported, as with kombu's other virtual transports without fanout:
+broadcast (so `celery inspect`, remote control and revoke by broadcast do
+not reach the workers), priorities, and exchanges other than direct.
+"""
+
+import hashlib
+import json
+import logging
+import threading
+from queue import Empty
+from typing import Any
+
+from kombu.transport import virtual
+
+from progress.client import StableHashClient, build_client
+from progress.conf import get_config as progress_config
+from queues.core import Queue
+from queues.exceptions import QueueError
+from queues.names import MAX_NAME, validate_name
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_VISIBILITY = 60
+DEFAULT_POLLING = 0.02
+
+
+def queue_name(kombu_queue: str) -> str:
+    """kombu names ("celery", "w1@host.celery.pidbox") -> valid queue names."""
+    safe = kombu_queue.replace("@", ".")
+    try:
+        return validate_name(safe)
+    except QueueError:
+        digest = hashlib.sha1(kombu_queue.encode()).hexdigest()[:16]  # noqa: S324 (a name, not a secret)
+        return f"k{digest}-{''.join(c for c in safe if c.isalnum())[: MAX_NAME - 18]}"
+
+
+class QoS(virtual.QoS):
+    """Acks and rejects go to memcached; unacked messages at shutdown are put back."""
+
+    def ack(self, delivery_tag: str) -> None:
+        self.channel._finish(delivery_tag, requeue=False, ack=True)
+        super().ack(delivery_tag)
+
+    def reject(self, delivery_tag: str, requeue: bool = False) -> None:
+        self.channel._finish(delivery_tag, requeue=requeue, ack=False)
+        self._quick_ack(delivery_tag)
+
+    def restore_unacked(self) -> list:
+        self._flush()
+        for tag in list(self._delivered):
+            self.channel._finish(tag, requeue=True, ack=False)
+        self._delivered.clear()
+        return []
+
+
+class Channel(virtual.Channel):
+    QoS = QoS
+    do_restore = True
+
+    def __init__(self, connection: Any, **kwargs: Any) -> None:
+        super().__init__(connection, **kwargs)
+        options = connection.client.transport_options
+        self.visibility_timeout = int(options.get("visibility_timeout", DEFAULT_VISIBILITY))
+        self._ring: StableHashClient = connection.ring
+        self._lock = threading.RLock()
+        self._queues: dict[str, Queue] = {}
+        self._held: dict[str, tuple[str, str]] = {}  # delivery tag -> (queue, receipt)
+        self._closing = threading.Event()
+        self._keeper = threading.Thread(target=self._keep_claims, name="memcached-claims", daemon=True)
+        self._keeper.start()
+
+    def _queue(self, name: str) -> Queue:
+        queue = self._queues.get(name)
+        if queue is None:
+            queue = Queue(queue_name(name), ring=self._ring)
+            queue.prefetch = 1  # kombu's QoS does the prefetching
+            queue.visibility_timeout = self.visibility_timeout
+            self._queues[name] = queue
+        return queue
+
+    def _put(self, queue: str, message: dict, **kwargs: Any) -> None:
+        with self._lock:
+            self._queue(queue).put(json.dumps(message).encode())
+
+    def _get(self, queue: str, timeout: float | None = None) -> dict:
+        with self._lock:
+            message = self._queue(queue).claim()
+        if message is None:
+            raise Empty()
+        payload = json.loads(message.body)
+        properties = payload["properties"]
+        # The publisher's tag repeats on redelivery; add the index to keep it unique.
+        tag = f"{properties['delivery_tag']}.{message.index}"
+        properties["delivery_tag"] = tag
+        properties.setdefault("delivery_info", {})["redelivered"] = message.redelivered
+        payload.setdefault("headers", {})
+        self._held[tag] = (queue, message.receipt)
+        return payload
+
+    def _finish(self, tag: str, *, requeue: bool, ack: bool) -> None:
+        held = self._held.pop(tag, None)
+        if held is None:
+            return
+        queue, receipt = held
+        with self._lock:
+            if ack:
+                self._queue(queue).ack(receipt)
+            elif requeue:
+                self._queue(queue).reject(receipt)
+            else:  # rejected for good: finished without being acknowledged as done
+                self._queue(queue)._mark_finished([self._queue(queue)._parse(receipt)])
+
+    def _keep_claims(self) -> None:
+        """While the worker lives, its claims do not expire."""
+        while not self._closing.wait(self.visibility_timeout / 3):
+            by_queue: dict[str, list[str]] = {}
+            for queue, receipt in list(self._held.values()):
+                by_queue.setdefault(queue, []).append(receipt)
+            for queue, receipts in by_queue.items():
+                try:
+                    # A queue object of this thread's own: clients are not shared.
+                    keeper = Queue(queue_name(queue), ring=self._ring)
+                    keeper.extend(receipts, self.visibility_timeout)
+                except QueueError as exc:
+                    logger.warning("could not extend %d claims on %s: %s", len(receipts), queue, exc)
+
+    def _size(self, queue: str) -> int:
+        with self._lock:
+            return self._queue(queue).stats()["ready"]
+
+    def _purge(self, queue: str) -> int:
+        with self._lock:
+            return self._queue(queue).purge()
+
+    def _new_queue(self, queue: str, **kwargs: Any) -> None:
+        self._queue(queue)
+
+    def _has_queue(self, queue: str, **kwargs: Any) -> bool:
+        return True
+
+    def _delete(self, queue: str, *args: Any, **kwargs: Any) -> None:
+        self._purge(queue)
+
+    def close(self) -> None:
+        self._closing.set()
+        super().close()
+
+
+class Transport(virtual.Transport):
+    Channel = Channel
+    driver_type = driver_name = "memcached"
+    default_port = 11211
+    # Polling an empty queue is one small get; 20 ms keeps delay() to start
+    # low without measurable load on memcached.
+    polling_interval = DEFAULT_POLLING
+    implements = virtual.Transport.implements.extend(asynchronous=False, exchange_type=frozenset(["direct"]))
+
+    def __init__(self, client: Any, **kwargs: Any) -> None:
+        super().__init__(client, **kwargs)
+        servers = client.transport_options.get("servers") or [f"{client.hostname}:{client.port or 11211}"]
+        namespace = client.transport_options.get("namespace") or progress_config()["NAMESPACE"]
+        self.ring = build_client(servers, f"{namespace}:broker")
+
+    def driver_version(self) -> str:
+        return "1"
