@@ -1,6 +1,6 @@
 """`make bench`: every benchmark, each against a baseline measured in the same run."""
 
-from bench import endpoint, publish, queue
+from bench import celery_broker, endpoint, publish, queue
 
 
 def main() -> None:
@@ -9,6 +9,8 @@ def main() -> None:
     print(endpoint.report(endpoint.run()), flush=True)
     print()
     print(queue.report(queue.run()), flush=True)
+    print()
+    print(celery_broker.report(celery_broker.run()), flush=True)
 
 
 if __name__ == "__main__":

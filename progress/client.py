@@ -84,11 +84,14 @@ def reset_client() -> None:
         for client in _server_clients:
             client.close()
         _server_clients.clear()
+        global _epoch
+        _epoch += 1
 
 
 _local = threading.local()
 _POOL_OPTIONS = {"max_pool_size", "pool_idle_timeout", "lock_generator"}
 _server_clients: list[Client] = []  # every thread's, so reset_client() can close them
+_epoch = 0
 
 
 def server_client(route_key: str, ring: StableHashClient | None = None) -> Client:
@@ -103,8 +106,9 @@ def server_client(route_key: str, ring: StableHashClient | None = None) -> Clien
     if server is None:
         raise ImproperlyConfigured("MEMCACHED_SERVERS names no server")
     cache: dict[tuple, Client] = _local.__dict__.setdefault("clients", {})
-    # A forked child inherits this thread's sockets: key by pid too.
-    slot = (os.getpid(), id(ring), server)
+    # A forked child inherits this thread's sockets: key by pid too. The epoch
+    # retires every thread's entries when reset_client() closes them.
+    slot = (os.getpid(), _epoch, id(ring), server)
     client = cache.get(slot)
     if client is None:
         options = {k: v for k, v in ring.default_kwargs.items() if k not in _POOL_OPTIONS}

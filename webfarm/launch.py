@@ -1,7 +1,8 @@
 """`make run`: start the embedded farm from the Procfile with honcho.
 
-memcached and Redis are started only when the environment does not point
-elsewhere and nothing already answers on their default ports. Ctrl-C stops
+memcached is started unless MEMCACHED_SERVERS points elsewhere or one already
+answers on 127.0.0.1:11211. It is also the Celery broker by default; Redis is
+started only when CELERY_BROKER_URL names a local Redis that is not running. Ctrl-C stops
 every process started here.
 """
 
@@ -16,6 +17,7 @@ from honcho.manager import Manager
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_USERS = "alice, bob (users) and admin (staff)"
+LOCAL_REDIS = ("redis://127.0.0.1:6379", "redis://localhost:6379")
 
 
 def _answers(host: str, port: int) -> bool:
@@ -30,7 +32,8 @@ def select_processes(env: dict[str, str]) -> list[str]:
     names = ["worker", "web"]
     if not env.get("MEMCACHED_SERVERS") and not _answers("127.0.0.1", 11211):
         names.insert(0, "memcached")
-    if not env.get("CELERY_BROKER_URL") and not _answers("127.0.0.1", 6379):
+    broker = env.get("CELERY_BROKER_URL", "")
+    if broker.startswith(LOCAL_REDIS) and not _answers("127.0.0.1", 6379):
         names.insert(0, "redis")
     return names
 

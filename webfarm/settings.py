@@ -129,7 +129,8 @@ REPORTS = {
 QUEUE_API_TOKEN = env_str("QUEUE_API_TOKEN", "")
 STATS_API_TOKEN = env_str("STATS_API_TOKEN", "")
 
-CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+# By default the farm's own memcached is the broker: a small farm needs nothing else.
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "memcached://")
 # Redis hands an unacknowledged task to another worker after this long: it must
 # exceed the longest report's time limit, or a long job would run twice.
 CELERY_BROKER_TRANSPORT_OPTIONS: dict = {"visibility_timeout": 2 * 3600}
