@@ -1,0 +1,135 @@
+"""Celery on the memcached broker with real worker processes: countdowns,
+retries, and acks_late tasks coming back after their worker is killed."""
+
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests import processes
+from tests.processes import wait_for
+
+pytestmark = pytest.mark.farm
+
+
+class Broker:
+    def __init__(self, base, address: str) -> None:
+        self.base = base
+        self.address = address
+        self.env = {
+            **os.environ,
+            "MEMCACHED_SERVERS": address,
+            "CELERY_BROKER_URL": f"memcached://{address}",
+            "CELERY_BROKER_VISIBILITY_TIMEOUT": "3",
+            "CELERY_QUEUE": "brokertest",
+            "PROGRESS_NAMESPACE": "brokertest",
+            "DATABASE_URL": f"sqlite:///{base / 'db.sqlite3'}",
+        }
+
+    def worker(self, name: str) -> processes.Process:
+        process = processes.Process(
+            name,
+            [
+                str(processes.BIN / "celery"),
+                "-A",
+                "webfarm",
+                "worker",
+                "-l",
+                "info",
+                "-c",
+                "1",
+                "-n",
+                f"{name}@%h",
+                "-Q",
+                "brokertest",
+                "--include",
+                "tests.celery_tasks",
+                "--without-gossip",
+                "--without-mingle",
+            ],
+            log_dir=self.base,
+            env=self.env,
+        ).start()
+        wait_for(lambda: " ready." in process.log(), timeout=60, what=f"worker {name}")
+        return process
+
+    def send(self, task: str, *args: object, **options: object) -> None:
+        processes.manage(
+            self.env,
+            "shell",
+            "-c",
+            f"from webfarm.celery import app; app.send_task({task!r}, args={list(args)!r}, "
+            f"queue='brokertest', **{options!r})",
+        )
+
+    def notes(self, key: str) -> list[str]:
+        from pymemcache.client.base import Client
+
+        host, port = self.address.split(":")
+        client = Client((host, int(port)))
+        try:
+            raw = client.get(f"brokertest:brokertest:{key}") or b""
+        finally:
+            client.close()
+        return [n for n in raw.decode().split(",") if n]
+
+    def let_go(self, key: str) -> None:
+        from pymemcache.client.base import Client
+
+        host, port = self.address.split(":")
+        client = Client((host, int(port)))
+        client.set(f"brokertest:brokertest:{key}:go", b"1")
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory) -> Iterator[Broker]:
+    base = tmp_path_factory.mktemp("broker")
+    mc, address = processes.memcached(base, extra=["-M"])
+    try:
+        yield Broker(base, address)
+    finally:
+        mc.stop()
+
+
+def test_countdown_runs_the_task_when_due(broker):
+    worker = broker.worker("countdown")
+    try:
+        key = uuid.uuid4().hex
+        sent = time.time()
+        broker.send("brokertest.stamp", key, countdown=2)
+        notes = wait_for(lambda: broker.notes(key), timeout=30, what="the delayed task")
+        assert float(notes[0]) - sent >= 2.0
+    finally:
+        worker.stop()
+
+
+def test_retries_run_again_until_they_succeed(broker):
+    worker = broker.worker("retry")
+    try:
+        key = uuid.uuid4().hex
+        broker.send("brokertest.flaky", key)
+        wait_for(lambda: len(broker.notes(key)) >= 3, timeout=30, what="three tries")
+        assert broker.notes(key) == ["try0", "try1", "try2"]
+    finally:
+        worker.stop()
+
+
+def test_a_killed_workers_acks_late_task_is_redelivered(broker):
+    first = broker.worker("doomed")
+    key = uuid.uuid4().hex
+    broker.send("brokertest.hold", key)
+    wait_for(lambda: broker.notes(key) == ["first"], timeout=30, what="the task to start")
+    first.stop(signal.SIGKILL)  # the worker and its pool, mid-task, no goodbye
+
+    second = broker.worker("heir")
+    try:
+        wait_for(lambda: "redelivered" in broker.notes(key), timeout=30, what="redelivery")
+        broker.let_go(key)
+        wait_for(lambda: broker.notes(key)[-1:] == ["done"], timeout=30, what="the task to finish")
+        assert broker.notes(key) == ["first", "redelivered", "done"]
+    finally:
+        second.stop()
