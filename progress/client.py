@@ -88,6 +88,12 @@ def reset_client() -> None:
         _epoch += 1
 
 
+def client_options(ring: StableHashClient | None = None) -> dict:
+    """The settings' options for a plain (unpooled) client: namespace, timeouts."""
+    ring = ring or get_client()
+    return {k: v for k, v in ring.default_kwargs.items() if k not in _POOL_OPTIONS}
+
+
 _local = threading.local()
 _POOL_OPTIONS = {"max_pool_size", "pool_idle_timeout", "lock_generator"}
 _server_clients: list[Client] = []  # every thread's, so reset_client() can close them
@@ -111,8 +117,7 @@ def server_client(route_key: str, ring: StableHashClient | None = None) -> Clien
     slot = (os.getpid(), _epoch, id(ring), server)
     client = cache.get(slot)
     if client is None:
-        options = {k: v for k, v in ring.default_kwargs.items() if k not in _POOL_OPTIONS}
-        client = Client(ring.clients[server].server, **options)
+        client = Client(ring.clients[server].server, **client_options(ring))
         cache[slot] = client
         with _lock:
             _server_clients.append(client)

@@ -18,6 +18,8 @@ DEFAULTS: dict[str, Any] = {
     "RECOVER_INTERVAL": 1.0,
     # Messages claim() takes at once when the queue has them.
     "PREFETCH": 8,
+    # Two host:port strings: keep every queue on both servers as mirrors.
+    "MIRRORS": [],
 }
 
 
@@ -29,4 +31,7 @@ def get_config() -> dict[str, Any]:
 @receiver(setting_changed)
 def _reset_on_change(*, setting: str, **kwargs: Any) -> None:
     if setting == "QUEUES":
+        from queues.mirror import close_all
+
         get_config.cache_clear()
+        close_all()

@@ -49,7 +49,9 @@ from queues.exceptions import (
     QueueError,
     QueueFull,
     QueueUnavailable,
+    is_full,
 )
+from queues.mirror import mirrored_client
 from queues.names import validate_name
 
 ACKED = b"A"
@@ -93,7 +95,7 @@ def _memcached() -> Iterator[None]:
     except QueueError:
         raise
     except MemcacheServerError as exc:
-        if "out of memory" in str(exc):
+        if is_full(exc):
             raise QueueFull("memcached is full: the message was not stored") from exc
         raise QueueUnavailable(f"memcached error: {exc}") from exc
     except (MemcacheError, OSError) as exc:
@@ -116,6 +118,7 @@ class Queue:
         self.hole_wait: float = config["HOLE_WAIT"]
         self.recover_interval: float = config["RECOVER_INTERVAL"]
         self.prefetch: int = config["PREFETCH"]
+        self._mirrors: list[str] = config["MIRRORS"]
         self._buffer: deque[tuple[float, Message]] = deque()
         self._busy = False  # the last fresh take found more than it asked for
         self._stats_ready = False
@@ -138,7 +141,10 @@ class Queue:
     def client(self) -> Client:
         # Finding the server hashes in pure Python: do it once per process.
         if self._client is None or self._client_pid != os.getpid():
-            self._client = server_client(f"q:{self.name}", self._ring)
+            if self._mirrors and self._ring is None:
+                self._client = mirrored_client(self._mirrors)
+            else:
+                self._client = server_client(f"q:{self.name}", self._ring)
             self._client_pid = os.getpid()
         return self._client
 
@@ -169,6 +175,9 @@ class Queue:
                 self._start_generation(expected=None)
                 raw = self.client.get(self._gen_key())
             self._gen = raw.decode()
+            register = getattr(self.client, "register", None)
+            if register is not None:  # mirrored: the repair must know every queue
+                register(self.name)
         return self._gen
 
     def _start_generation(self, *, expected: str | None, reason: str = "resets") -> None:
@@ -227,6 +236,8 @@ class Queue:
                         b"add", {keys[pos]: entries[pos] for pos in todo}, 0, False
                     )
                 except MemcacheServerError as exc:
+                    if not is_full(exc):
+                        raise
                     stored = self._stored_after_error(keys, entries)
                     self._stat("full")
                     error = QueueFull("memcached is full: message not stored")

@@ -1,3 +1,12 @@
+from pymemcache.exceptions import MemcacheServerError
+
+
+def is_full(exc: BaseException) -> bool:
+    """memcached under -M refused a store. (A dropped connection is also a
+    MemcacheServerError in pymemcache; that is not "full".)"""
+    return isinstance(exc, MemcacheServerError) and "out of memory" in str(exc)
+
+
 class QueueError(Exception):
     """Base class: every failure of a queue operation is one of these."""
 

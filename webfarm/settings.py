@@ -118,6 +118,7 @@ QUEUES = {
     "HOLE_WAIT": env_float("QUEUE_HOLE_WAIT", 2.0),
     "RECOVER_INTERVAL": env_float("QUEUE_RECOVER_INTERVAL", 1.0),
     "PREFETCH": env_int("QUEUE_PREFETCH", 8),
+    "MIRRORS": env_list("QUEUE_MIRRORS", ""),
 }
 
 REPORTS = {
@@ -157,6 +158,10 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_WORKER_CONCURRENCY = env_int("CELERY_WORKER_CONCURRENCY", 2)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# With mirrors, a beat process (celery -A webfarm beat) repairs a returned one.
+CELERY_BEAT_SCHEDULE = (
+    {"repair-queue-mirrors": {"task": "queues.repair_mirrors", "schedule": 30.0}} if QUEUES["MIRRORS"] else {}
+)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

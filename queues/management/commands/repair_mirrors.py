@@ -1,0 +1,21 @@
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from queues.conf import get_config
+from queues.mirror import NoMirrorInSync, mirrored_client, repair
+
+
+class Command(BaseCommand):
+    help = "Copy the queues back to a mirror memcached that has returned (QUEUE_MIRRORS)."
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        mirrors = get_config()["MIRRORS"]
+        if len(mirrors) != 2:
+            raise CommandError("QUEUE_MIRRORS must name two memcached servers")
+        try:
+            done = repair(mirrored_client(mirrors))
+        except NoMirrorInSync as exc:
+            raise CommandError(str(exc)) from exc
+        for line in done or ["both mirrors are in sync (or the other is still unreachable)"]:
+            self.stdout.write(line)
