@@ -8,6 +8,7 @@ from urllib.parse import quote, unquote
 import pytest
 from django.test import Client
 
+from tests import processes
 from tests.hostile import HOSTILE
 from tests.processes import free_port
 
@@ -131,3 +132,24 @@ def test_503_with_retry_after_when_memcached_is_unreachable(client, settings):
     response = _post(client, "/queues/down/")
     assert response.status_code == 503 and int(response["Retry-After"]) > 0
     assert client.get("/queues/down/", **AUTH).status_code == 503
+
+
+def test_507_when_memcached_is_full(client, settings, tmp_path):
+    process, address = processes.memcached(tmp_path, memory_mb=2, extra=["-M"])
+    try:
+        settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [address]}
+        statuses = []
+        for _ in range(200):
+            response = _post(client, "/queues/full/", b"x" * 60_000)
+            statuses.append(response.status_code)
+            if response.status_code != 201:
+                break
+        assert statuses[-1] == 507 and set(statuses[:-1]) == {201}
+        assert "full" in response.json()["error"] and int(response["Retry-After"]) > 0
+        # What was accepted is all there.
+        accepted = 0
+        while client.get("/queues/full/", **AUTH).status_code == 200:
+            accepted += 1
+        assert accepted == len(statuses) - 1
+    finally:
+        process.stop()
