@@ -23,29 +23,8 @@ def _measure(broker: str, workdir: Path, memcached: str) -> dict[str, float]:
         "PROGRESS_NAMESPACE": "benchcelery",
         "LOG_LEVEL": "WARNING",
     }
-    worker = processes.Process(
-        f"worker-{broker.split(':')[0]}",
-        [
-            str(processes.BIN / "celery"),
-            "-A",
-            "webfarm",
-            "worker",
-            "-l",
-            "info",
-            "-c",
-            "2",
-            "-Q",
-            "bench",
-            "--include",
-            "bench.tasks",
-            "--without-gossip",
-            "--without-mingle",
-        ],
-        log_dir=workdir,
-        env=env,
-    ).start()
+    worker = processes.celery_worker(env, workdir, f"worker-{broker.split(':')[0]}", include="bench.tasks")
     try:
-        processes.wait_for(lambda: " ready." in worker.log(), timeout=60, what="bench worker")
         out = subprocess.run(
             [sys.executable, "-m", "bench.celery_sender"],
             env=env,

@@ -121,8 +121,7 @@ def reject(request: HttpRequest, name: str) -> HttpResponse:
     receipt = _receipt(request)
     if isinstance(receipt, HttpResponse):
         return receipt
-    index = _queue(name).reject(receipt)
-    return JsonResponse({"queue": name, "index": index})
+    return JsonResponse({"queue": name, "index": _queue(name).reject(receipt)})
 
 
 @require_token("QUEUE_API_TOKEN")

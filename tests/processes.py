@@ -158,7 +158,10 @@ def manage(env: dict, *args: str) -> str:
     return result.stdout
 
 
-def celery_worker(env: dict, log_dir: Path, name: str, *, concurrency: int = 2) -> Process:
+def celery_worker(
+    env: dict, log_dir: Path, name: str, *, concurrency: int = 2, include: str | None = None
+) -> Process:
+    """A real `celery worker` on env's broker and CELERY_QUEUE, started and ready."""
     argv = [
         str(BIN / "celery"),
         "-A",
@@ -175,6 +178,8 @@ def celery_worker(env: dict, log_dir: Path, name: str, *, concurrency: int = 2) 
         "--without-gossip",
         "--without-mingle",
     ]
+    if include:
+        argv += ["--include", include]
     process = Process(name, argv, log_dir=log_dir, env=env).start()
     wait_for(
         lambda: " ready." in process.log() or not process.alive(), timeout=60, what=f"celery worker {name}"

@@ -6,8 +6,10 @@ import signal
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
+from pymemcache.client.base import Client
 
 from tests import processes
 from tests.processes import wait_for
@@ -30,31 +32,7 @@ class Broker:
         }
 
     def worker(self, name: str) -> processes.Process:
-        process = processes.Process(
-            name,
-            [
-                str(processes.BIN / "celery"),
-                "-A",
-                "webfarm",
-                "worker",
-                "-l",
-                "info",
-                "-c",
-                "1",
-                "-n",
-                f"{name}@%h",
-                "-Q",
-                "brokertest",
-                "--include",
-                "tests.celery_tasks",
-                "--without-gossip",
-                "--without-mingle",
-            ],
-            log_dir=self.base,
-            env=self.env,
-        ).start()
-        wait_for(lambda: " ready." in process.log(), timeout=60, what=f"worker {name}")
-        return process
+        return processes.celery_worker(self.env, self.base, name, concurrency=1, include="tests.celery_tasks")
 
     def send(self, task: str, *args: object, **options: object) -> None:
         processes.manage(
@@ -65,24 +43,23 @@ class Broker:
             f"queue='brokertest', **{options!r})",
         )
 
-    def notes(self, key: str) -> list[str]:
-        from pymemcache.client.base import Client
-
+    @contextmanager
+    def _raw(self) -> Iterator[Client]:
         host, port = self.address.split(":")
         client = Client((host, int(port)))
         try:
-            raw = client.get(f"brokertest:brokertest:{key}") or b""
+            yield client
         finally:
             client.close()
+
+    def notes(self, key: str) -> list[str]:
+        with self._raw() as client:
+            raw = client.get(f"brokertest:brokertest:{key}") or b""
         return [n for n in raw.decode().split(",") if n]
 
     def let_go(self, key: str) -> None:
-        from pymemcache.client.base import Client
-
-        host, port = self.address.split(":")
-        client = Client((host, int(port)))
-        client.set(f"brokertest:brokertest:{key}:go", b"1")
-        client.close()
+        with self._raw() as client:
+            client.set(f"brokertest:brokertest:{key}:go", b"1")
 
 
 @pytest.fixture(scope="module")
