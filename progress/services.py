@@ -17,6 +17,7 @@ from progress.models import Job
 from progress.records import JobRecord
 from progress.reporter import ProgressReporter
 from progress.states import FINAL_STATES, State
+from stats.counters import count, observe_duration
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ def create_job(*, owner: AbstractBaseUser, kind: str, title: str, params: dict[s
                 updated_at=now,
             )
         )
+    count("jobs", kind=kind, state=State.QUEUED)
     return job
 
 
@@ -123,6 +125,7 @@ def begin_job(job_id: str) -> JobRecord:
         job.refresh_from_db()
         _finish(record, State(job.state), error=job.error)
         raise JobNotRunnable(f"job {job_id} is {job.state}")
+    count("jobs", kind=job.kind, state=State.RUNNING)
     return record
 
 
@@ -144,6 +147,9 @@ def _finish(record: JobRecord, state: State, *, error: str = "", result_url: str
     Job.objects.filter(pk=record.job).update(
         state=state, error=error, result_url=result_url, finished_at=_dt(now)
     )
+    count("jobs", kind=record.kind, state=state)
+    if record.started_at is not None and state == State.SUCCEEDED:
+        observe_duration("job_seconds", now - record.started_at, kind=record.kind)
     for attempt in range(FINAL_WRITE_ATTEMPTS):
         try:
             store.write(record)

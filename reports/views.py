@@ -18,6 +18,7 @@ from progress.http import json_error, wants_json
 from progress.services import record_from_job
 from reports import results, selectors, services
 from reports.registry import REPORTS, get_report
+from stats.counters import count
 
 UNAVAILABLE_RETRY_AFTER = 5
 
@@ -119,6 +120,7 @@ def download(request: HttpRequest, job_id: str, name: str) -> HttpResponse:
     result = selectors.result_file(job, name) if job else None
     if result is None:
         raise Http404("No such file.")
+    count("downloads", kind=job.kind)
     response = StreamingHttpResponse(results.iter_chunks(result), content_type=result.content_type)
     response["Content-Length"] = str(result.size)
     inline = result.content_type.startswith("image/") and "download" not in request.GET

@@ -29,7 +29,7 @@ def _answers(host: str, port: int) -> bool:
 
 
 def select_processes(env: dict[str, str]) -> list[str]:
-    names = ["worker", "web"]
+    names = ["worker", "beat", "web"]
     if not env.get("MEMCACHED_SERVERS") and not _answers("127.0.0.1", 11211):
         names.insert(0, "memcached")
     broker = env.get("CELERY_BROKER_URL", "")

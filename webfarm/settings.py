@@ -29,6 +29,7 @@ INSTALLED_APPS = [
     "progress",
     "reports",
     "queues",
+    "stats",
 ]
 
 MIDDLEWARE = [
@@ -158,10 +159,15 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_WORKER_CONCURRENCY = env_int("CELERY_WORKER_CONCURRENCY", 2)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-# With mirrors, a beat process (celery -A webfarm beat) repairs a returned one.
-CELERY_BEAT_SCHEDULE = (
-    {"repair-queue-mirrors": {"task": "queues.repair_mirrors", "schedule": 30.0}} if QUEUES["MIRRORS"] else {}
-)
+# Periodic work: run one beat (`celery -A webfarm beat`, or the worker's -B).
+CELERY_BEAT_SCHEDULE = {
+    "harvest-counters": {
+        "task": "stats.harvest_counters",
+        "schedule": env_float("STATS_HARVEST_EVERY", 60.0),
+    },
+}
+if QUEUES["MIRRORS"]:
+    CELERY_BEAT_SCHEDULE["repair-queue-mirrors"] = {"task": "queues.repair_mirrors", "schedule": 30.0}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

@@ -6,5 +6,6 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("progress/", include("progress.urls")),
     path("queues/", include("queues.urls")),
+    path("stats/", include("stats.urls")),
     path("", include("reports.urls")),
 ]

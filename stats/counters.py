@@ -1,0 +1,99 @@
+"""Named counters any node or worker increments in memcached.
+
+    count("jobs", kind="sales-by-region", state="queued")
+
+One round trip (`incr`) once a counter exists in this process. memcached down
+never raises into the caller: the increment is kept as "dropped" in this
+process and added to the `counters_dropped` counter once memcached answers
+again.
+
+Counters only go up. The harvester (stats.harvest) stores how far it has read
+each one, so nothing is reset and no increment can fall between a read and a
+reset. A generation key tells the harvester when memcached lost its counters.
+"""
+
+import logging
+import re
+import secrets
+import threading
+
+from pymemcache.exceptions import MemcacheError
+
+from progress.client import get_client
+
+logger = logging.getLogger(__name__)
+
+REGISTRY = "c:registry"
+GENERATION = "c:generation"
+DROPPED = "counters_dropped"
+_LABEL_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+_lock = threading.Lock()
+_known: set[str] = set()
+_dropped = 0
+
+
+def counter_key(name: str, **labels: str) -> str:
+    """counter name and labels -> "name|label=value|..." (sorted, validated)."""
+    if not _NAME_RE.fullmatch(name):
+        raise ValueError(f"bad counter name {name!r}")
+    parts = [name]
+    for label, value in sorted(labels.items()):
+        if not _NAME_RE.fullmatch(label) or not _LABEL_RE.fullmatch(str(value)):
+            raise ValueError(f"bad counter label {label}={value!r}")
+        parts.append(f"{label}={value}")
+    return "|".join(parts)
+
+
+def count(name: str, n: int = 1, **labels: str) -> None:
+    """Add n to a counter. Never raises for memcached; drops are counted."""
+    key = counter_key(name, **labels)
+    global _dropped
+    try:
+        client = get_client()
+        if _dropped:
+            dropped = _dropped
+            _incr(client, DROPPED, dropped)
+            with _lock:  # only once memcached has them
+                _dropped -= dropped
+        _incr(client, key, n)
+    except (MemcacheError, OSError) as exc:
+        with _lock:
+            _dropped += n
+        logger.debug("counter %s dropped: %s", key, exc)
+
+
+def _incr(client, key: str, n: int) -> None:
+    if key in _known and client.incr(f"c:{key}", n) is not None:
+        return
+    # First use here, or memcached lost it: make sure it exists and is listed.
+    client.add(GENERATION, secrets.token_hex(4).encode())
+    if client.add(f"c:{key}", b"0"):
+        line = f"{key}\n".encode()
+        # append needs the key; two first-comers may race to add it.
+        if not client.append(REGISTRY, line) and not client.add(REGISTRY, line):
+            client.append(REGISTRY, line)
+    client.incr(f"c:{key}", n)
+    with _lock:
+        _known.add(key)
+
+
+def dropped_here() -> int:
+    return _dropped
+
+
+def forget_known() -> None:
+    """For tests and settings changes: re-check every counter on next use."""
+    with _lock:
+        _known.clear()
+
+
+# Upper bounds (seconds) of the job-duration buckets; p50/p95 come from these.
+DURATION_BUCKETS = (1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
+
+
+def observe_duration(name: str, seconds: float, **labels: str) -> None:
+    """Count a duration in the first bucket it fits ("inf" past the last)."""
+    bound = next((str(b) for b in DURATION_BUCKETS if seconds <= b), "inf")
+    count(name, le=bound, **labels)

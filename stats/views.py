@@ -1,0 +1,21 @@
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.http import require_safe
+
+from progress.http import require_token
+from stats import selectors
+
+
+@require_token("STATS_API_TOKEN")
+@require_safe
+def counters_json(request: HttpRequest) -> HttpResponse:
+    values, live = selectors.totals()
+    response = JsonResponse({"counters": values, "includes_unharvested": live})
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_token("STATS_API_TOKEN")
+@require_safe
+def metrics(request: HttpRequest) -> HttpResponse:
+    values, _ = selectors.totals()
+    return HttpResponse(selectors.prometheus(values), content_type="text/plain; version=0.0.4")

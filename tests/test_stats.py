@@ -1,0 +1,137 @@
+"""Farm-wide counters: cheap increments, lossless harvesting, the endpoints."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+from django.db.models import Sum
+from django.test import Client
+
+from progress.client import get_client
+from stats import counters
+from stats.harvest import harvest
+from stats.models import CounterSample
+from tests.processes import ROOT, free_port
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TOKEN = "stats-token-for-tests"
+
+
+@pytest.fixture(autouse=True)
+def fresh_counters(settings):
+    settings.STATS_API_TOKEN = TOKEN
+    counters.forget_known()
+    yield
+    counters.forget_known()
+
+
+def _total(key: str) -> int:
+    return CounterSample.objects.filter(key=key).aggregate(t=Sum("value"))["t"] or 0
+
+
+def test_counts_land_in_memcached_and_harvest_moves_them_once():
+    for _ in range(5):
+        counters.count("jobs", kind="top-customers", state="queued")
+    counters.count("jobs", 2, kind="top-customers", state="failed")
+    assert harvest() == {"jobs|kind=top-customers|state=queued": 5, "jobs|kind=top-customers|state=failed": 2}
+    assert harvest() == {}  # harvesting twice counts nothing twice
+    counters.count("jobs", kind="top-customers", state="queued")
+    assert harvest() == {"jobs|kind=top-customers|state=queued": 1}
+    assert _total("jobs|kind=top-customers|state=queued") == 6
+
+
+def test_bad_names_are_programming_errors():
+    for name, labels in [("Bad", {}), ("ok", {"kind": "a b"}), ("ok", {"Kind": "x"}), ("x" * 65, {})]:
+        with pytest.raises(ValueError):
+            counters.count(name, **labels)
+
+
+def test_memcached_down_never_raises_and_drops_are_counted(settings, memcached_server):
+    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    counters.count("logins")  # must not raise
+    counters.count("logins", 2)
+    assert counters.dropped_here() == 3
+    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [memcached_server]}
+    counters.count("logins")
+    assert counters.dropped_here() == 0
+    added = harvest()
+    assert added["counters_dropped"] == 3 and added["logins"] == 1
+
+
+def test_a_memcached_restart_counts_what_came_after_it():
+    counters.count("downloads", 10)
+    harvest()
+    client = get_client()
+    client.delete("c:downloads")  # memcached lost its counters...
+    client.set("c:generation", b"restarted")
+    counters.forget_known()
+    counters.count("downloads", 3)  # ...and counting starts again
+    assert harvest() == {"downloads": 3}
+    assert _total("downloads") == 13
+
+
+def test_concurrent_incrementers_and_two_harvesters_lose_and_double_nothing(
+    memcached_server, progress_on_real_memcached, tmp_path
+):
+    env = {
+        **os.environ,
+        "MEMCACHED_SERVERS": memcached_server,
+        "PROGRESS_NAMESPACE": progress_on_real_memcached,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'stats.sqlite3'}",
+        "DJANGO_SETTINGS_MODULE": "webfarm.settings",
+    }
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+
+    def spawn(*args: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "tests.stats_worker", *args], cwd=ROOT, env=env)
+
+    harvesters = [spawn("harvest", "0") for _ in range(2)]
+    counting = [spawn("count", "3000") for _ in range(4)]
+    for process in counting:
+        assert process.wait(timeout=120) == 0
+    get_client().set("test:stop", b"1")
+    for process in harvesters:
+        assert process.wait(timeout=120) == 0
+
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "stats.sqlite3")
+    rows = dict(db.execute("SELECT key, SUM(value) FROM stats_countersample GROUP BY key").fetchall())
+    db.close()
+    assert rows == {"hits|kind=a": 6000, "hits|kind=b": 6000}
+
+
+def test_endpoints_need_the_token_and_show_totals(client: Client = None):
+    client = Client()
+    counters.count("logins", 4)
+    harvest()
+    counters.count("logins", 1)  # not harvested yet: still shown
+    assert client.get("/stats/counters.json").status_code == 401
+    assert client.get("/stats/metrics", HTTP_AUTHORIZATION="Bearer wrong").status_code == 403
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {TOKEN}"}
+    data = client.get("/stats/counters.json", **auth).json()
+    assert data["counters"]["logins"] == 5 and data["includes_unharvested"] is True
+    counters.count("jobs", kind="top-customers", state="succeeded")
+    text = client.get("/stats/metrics", **auth).content.decode()
+    assert "# TYPE webfarm_logins_total counter\nwebfarm_logins_total 5\n" in text
+    assert 'webfarm_jobs_total{kind="top-customers",state="succeeded"} 1' in text
+
+
+def test_jobs_logins_accounts_and_downloads_are_counted():
+    from django.contrib.auth import get_user_model
+
+    from progress import services
+
+    user = get_user_model().objects.create_user("counted", password="pw-for-counting")
+    job = services.create_job(owner=user, kind="top-customers", title="t", params={})
+    with services.track_job(job.id):
+        pass
+    client = Client()
+    assert client.login(username="counted", password="pw-for-counting")
+    added = harvest()
+    for state in ("queued", "running", "succeeded"):
+        assert added[f"jobs|kind=top-customers|state={state}"] == 1
+    assert added["job_seconds|kind=top-customers|le=1"] == 1
+    assert added["accounts_created"] >= 1 and added["logins"] == 1
