@@ -88,6 +88,11 @@ def reset_client() -> None:
         _epoch += 1
 
 
+def client_epoch() -> int:
+    """Changes whenever reset_client() replaces the clients (settings changed)."""
+    return _epoch
+
+
 def client_options(ring: StableHashClient | None = None) -> dict:
     """The settings' options for a plain (unpooled) client: namespace, timeouts."""
     ring = ring or get_client()

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pymemcache.client.base import Client
 from pymemcache.exceptions import MemcacheError, MemcacheServerError
 
-from progress.client import StableHashClient, server_client
+from progress.client import StableHashClient, client_epoch, server_client
 from queues.conf import get_config
 from queues.exceptions import (
     InvalidReceipt,
@@ -112,6 +112,8 @@ class Queue:
         self._client = client
         self._ring = ring
         self._client_pid = os.getpid()
+        # A client given by the caller is kept; one made here follows settings.
+        self._epoch = client_epoch() if client is None else -1
         config = get_config()
         self.max_bytes: int = config["MAX_MESSAGE_BYTES"]
         self.visibility_timeout: int = config["VISIBILITY_TIMEOUT"]
@@ -140,12 +142,14 @@ class Queue:
     @property
     def client(self) -> Client:
         # Finding the server hashes in pure Python: do it once per process.
-        if self._client is None or self._client_pid != os.getpid():
+        stale = self._epoch != -1 and self._epoch != client_epoch()
+        if self._client is None or self._client_pid != os.getpid() or stale:
             if self._mirrors and self._ring is None:
                 self._client = mirrored_client(self._mirrors)
             else:
                 self._client = server_client(f"q:{self.name}", self._ring)
             self._client_pid = os.getpid()
+            self._epoch = client_epoch()
         return self._client
 
     def _gen_key(self) -> str:

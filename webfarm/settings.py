@@ -30,6 +30,7 @@ INSTALLED_APPS = [
     "reports",
     "queues",
     "stats",
+    "activity",
 ]
 
 MIDDLEWARE = [
@@ -41,6 +42,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "activity.middleware.ActivityLogMiddleware",
 ]
 
 ROOT_URLCONF = "webfarm.urls"
@@ -160,7 +162,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_WORKER_CONCURRENCY = env_int("CELERY_WORKER_CONCURRENCY", 2)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Periodic work: run one beat (`celery -A webfarm beat`, or the worker's -B).
+ACTIVITY_LOG_FILE = env_str("ACTIVITY_LOG_FILE", str(BASE_DIR / "var" / "activity.log"))
+
 CELERY_BEAT_SCHEDULE = {
+    "drain-sitelog": {"task": "activity.drain_sitelog", "schedule": env_float("ACTIVITY_DRAIN_EVERY", 5.0)},
     "harvest-counters": {
         "task": "stats.harvest_counters",
         "schedule": env_float("STATS_HARVEST_EVERY", 60.0),
@@ -194,7 +199,14 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        # Every node ships its activity into memcached; one drainer writes the file.
+        "sitelog": {"class": "activity.handler.SiteLogHandler"},
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"matplotlib": {"level": "WARNING"}},
+    "loggers": {
+        "matplotlib": {"level": "WARNING"},
+        "activity": {"handlers": ["sitelog"], "level": "INFO", "propagate": False},
+    },
 }

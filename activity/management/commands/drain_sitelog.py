@@ -1,0 +1,22 @@
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from activity.drain import DrainerBusy, drain
+
+
+class Command(BaseCommand):
+    help = "Append the site activity log from memcached to a JSON-lines file."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--file", default=settings.ACTIVITY_LOG_FILE)
+        parser.add_argument("--follow", action="store_true", help="keep draining until stopped")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            written = drain(Path(options["file"]), follow=options["follow"])
+        except DrainerBusy as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(f"wrote {written} lines to {options['file']}")
