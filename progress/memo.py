@@ -1,0 +1,71 @@
+"""get_or_set for expensive aggregates, without a stampede.
+
+    totals = get_or_set("dashboard:totals", compute_totals, ttl=60)
+
+The value is kept `stale_for` seconds past its `ttl`. When it is missing or
+stale, callers race for a lock with `add`: exactly one computes. The others
+get the stale value at once if there is one, or else wait up to `wait`
+seconds for the winner's value (and compute it themselves only if it does
+not come). With memcached unreachable every caller just computes. Values are
+JSON (never pickle: what is in memcached must not be able to run code).
+"""
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pymemcache.exceptions import MemcacheError
+
+from progress.client import get_client
+
+logger = logging.getLogger(__name__)
+
+POLL = 0.02
+
+
+def get_or_set(
+    key: str,
+    compute: Callable[[], Any],
+    ttl: int,
+    *,
+    stale_for: int | None = None,
+    wait: float = 5.0,
+    lock_for: int = 60,
+) -> Any:
+    stale_for = ttl if stale_for is None else stale_for
+    client = get_client()
+    value_key, lock_key = f"memo:{key}", f"memo:{key}:lock"
+    try:
+        cached = _read(client, value_key)
+        if cached is not None and cached[1] > time.time():
+            return cached[0]
+        if client.add(lock_key, b"1", expire=lock_for):
+            try:
+                value = compute()
+                envelope = json.dumps({"v": value, "fresh_until": time.time() + ttl})
+                client.set(value_key, envelope.encode(), expire=ttl + stale_for)
+                return value
+            finally:
+                client.delete(lock_key)
+        if cached is not None:
+            return cached[0]  # someone is refreshing it: the stale value will do
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            time.sleep(POLL)
+            cached = _read(client, value_key)
+            if cached is not None:
+                return cached[0]
+        logger.warning("get_or_set(%s): gave up waiting for another process; computing", key)
+    except (MemcacheError, OSError) as exc:
+        logger.warning("get_or_set(%s) without memcached: %s", key, exc)
+    return compute()
+
+
+def _read(client: Any, key: str) -> tuple[Any, float] | None:
+    raw = client.get(key)
+    if raw is None:
+        return None
+    data = json.loads(raw)
+    return data["v"], data["fresh_until"]

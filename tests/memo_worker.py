@@ -1,0 +1,31 @@
+"""One of many processes calling get_or_set at once (tests/test_memo.py)."""
+
+import os
+import sys
+import time
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webfarm.settings")
+
+
+def main() -> None:
+    import django
+
+    django.setup()
+    from progress.client import get_client
+    from progress.memo import get_or_set
+
+    client = get_client()
+
+    def expensive() -> dict:
+        client.incr("test:computations", 1)
+        time.sleep(0.5)  # the expensive aggregate
+        return {"total": 42}
+
+    client.incr("test:ready", 1)
+    while not client.get("test:go"):  # start together
+        time.sleep(0.001)
+    print(get_or_set(sys.argv[1], expensive, ttl=60)["total"], flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""get_or_set: one computation farm-wide, stale values while refreshing."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from progress.client import get_client
+from progress.memo import get_or_set
+from tests.processes import ROOT, free_port, wait_for
+
+
+def test_many_processes_at_once_compute_once(memcached_server, progress_on_real_memcached):
+    client = get_client()
+    client.set("test:computations", b"0")
+    client.set("test:ready", b"0")
+    env = {
+        **os.environ,
+        "MEMCACHED_SERVERS": memcached_server,
+        "PROGRESS_NAMESPACE": progress_on_real_memcached,
+    }
+    workers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "tests.memo_worker", "stampede"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(16)
+    ]
+    wait_for(lambda: int(client.get("test:ready")) == 16, timeout=60, what="all at the start line")
+    client.set("test:go", b"1")
+    answers = [w.communicate(timeout=60)[0].strip() for w in workers]
+    assert answers == ["42"] * 16
+    assert int(client.get("test:computations")) == 1
+
+
+def test_a_stale_value_is_served_while_one_caller_refreshes():
+    calls = []
+    assert get_or_set("k", lambda: calls.append(1) or "first", ttl=60) == "first"
+    client = get_client()
+    client.set("memo:k", json.dumps({"v": "first", "fresh_until": time.time() - 1}).encode())  # gone stale
+    client.add("memo:k:lock", b"1", expire=60)  # someone else is refreshing
+    assert get_or_set("k", lambda: calls.append(1) or "second", ttl=1, stale_for=60) == "first"
+    client.delete("memo:k:lock")
+    assert get_or_set("k", lambda: calls.append(1) or "second", ttl=1, stale_for=60) == "second"
+    assert len(calls) == 2
+
+
+def test_without_memcached_it_just_computes(settings):
+    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    assert get_or_set("k", lambda: 7, ttl=60) == 7
