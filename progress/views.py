@@ -11,6 +11,7 @@ from progress.exceptions import ProgressUnavailable
 from progress.http import json_error, wants_json
 from progress.ids import is_valid_job_id
 from progress.models import Job
+from stats.counters import count_soon
 
 # Seconds a client should wait before polling again when memcached is away.
 UNAVAILABLE_RETRY_AFTER = 3
@@ -26,6 +27,7 @@ def progress_detail(request: HttpRequest, job_id: str) -> HttpResponse:
         return json_error(503, "Progress is temporarily unavailable.", retry_after=UNAVAILABLE_RETRY_AFTER)
     if record is None:
         return json_error(404, "No such job.")
+    count_soon("progress_polls")
     body = json.dumps(record.public(), separators=(",", ":")).encode()
     etag = f'"{hashlib.blake2b(body, digest_size=12).hexdigest()}"'
     response = get_conditional_response(request, etag=etag) or HttpResponse(

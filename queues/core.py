@@ -132,10 +132,6 @@ class Queue:
         self._gen: str | None = None
         self._missing: dict[int, float] = {}  # index -> when first seen empty
         self._last_recover = 0.0
-        # The head at the previous scan: an index above it may have been taken
-        # a moment ago by a consumer about to write its claim, so only indexes
-        # at or below it can be judged abandoned.
-        self._horizon = 0
 
     # -- keys -------------------------------------------------------------------
 
@@ -371,7 +367,8 @@ class Queue:
         for i, key in keys.items():
             raw = entries.get(key)
             if raw is None:
-                seen = self._missing.setdefault(i, now)
+                # Past the horizon an empty index has waited long enough already.
+                seen = self._missing.setdefault(i, 0.0 if recovering else now)
                 if now - seen >= self.hole_wait:
                     holes.append(i)
                 continue
@@ -423,12 +420,12 @@ class Queue:
         finished prefix."""
         self._last_recover = time.monotonic()
         gen = self._generation()
-        floor_key, head_key = self._key(gen, "floor"), self._key(gen, "head")
-        found = self.client.get_many([floor_key, head_key])
+        floor_key, head_key, scan_key = (self._key(gen, k) for k in ("floor", "head", "scan"))
+        found = self.client.get_many([floor_key, head_key, scan_key])
         if head_key not in found:
             return []
         floor, head = int(found.get(floor_key, b"1")), int(found[head_key])
-        horizon, self._horizon = self._horizon, head
+        horizon = self._horizon(scan_key, found.get(scan_key), head)
         messages: list[Message] = []
         done_until = floor  # first index not known to be finished
         prefix_open = True
@@ -454,6 +451,25 @@ class Queue:
         if done_until > floor:
             self.client.set(floor_key, str(done_until).encode(), noreply=False)
         return messages
+
+    def _horizon(self, scan_key: str, stored: bytes | None, head: int) -> int:
+        """The head as some consumer saw it at least HOLE_WAIT ago (0 if none).
+
+        An index above it may have been taken a moment ago by a consumer about
+        to write its claim, or handed to a producer about to write its entry;
+        at or below it, an unclaimed entry was abandoned and an empty index can
+        be marked a hole. Kept in memcached so a consumer that lives for one
+        call (a periodic drain) judges as well as one that lives for days.
+        """
+        now = time.time()
+        horizon, at = 0, None
+        if stored:
+            value, _, when = stored.decode().partition(":")
+            horizon, at = int(value), float(when)
+        aged = at is not None and now - at >= max(self.recover_interval, self.hole_wait)
+        if at is None or aged:
+            self.client.set(scan_key, f"{head}:{now:.3f}".encode(), expire=MARKER_TTL, noreply=False)
+        return horizon if aged else 0
 
     # -- finishing -------------------------------------------------------------
 

@@ -12,10 +12,12 @@ each one, so nothing is reset and no increment can fall between a read and a
 reset. A generation key tells the harvester when memcached lost its counters.
 """
 
+import atexit
 import logging
 import re
 import secrets
 import threading
+import time
 
 from pymemcache.exceptions import MemcacheError
 
@@ -84,9 +86,13 @@ def dropped_here() -> int:
 
 
 def forget_known() -> None:
-    """For tests and settings changes: re-check every counter on next use."""
+    """For tests and settings changes: re-check every counter on next use, and
+    forget what this process holds back (drops, tallies)."""
+    global _dropped
     with _lock:
         _known.clear()
+        _soon.clear()
+        _dropped = 0
 
 
 # Upper bounds (seconds) of the job-duration buckets; p50/p95 come from these.
@@ -97,3 +103,35 @@ def observe_duration(name: str, seconds: float, **labels: str) -> None:
     """Count a duration in the first bucket it fits ("inf" past the last)."""
     bound = next((str(b) for b in DURATION_BUCKETS if seconds <= b), "inf")
     count(name, le=bound, **labels)
+
+
+# -- counted on hot paths: tallied in the process, sent at most once a second --
+
+FLUSH_EVERY = 1.0
+_soon: dict[tuple[str, tuple], int] = {}
+_last_flush = 0.0
+
+
+def count_soon(name: str, n: int = 1, **labels: str) -> None:
+    """Like count(), without a round trip on the caller's path: increments are
+    tallied here and sent with the first call a second after the last send
+    (and at exit). A process killed outright loses at most that second."""
+    counter_key(name, **labels)  # fail now on a bad name, not at flush time
+    key = (name, tuple(sorted(labels.items())))
+    with _lock:
+        _soon[key] = _soon.get(key, 0) + n
+    if time.monotonic() - _last_flush >= FLUSH_EVERY:
+        flush_soon()
+
+
+def flush_soon() -> None:
+    global _last_flush
+    with _lock:
+        pending = dict(_soon)
+        _soon.clear()
+        _last_flush = time.monotonic()
+    for (name, labels), n in pending.items():
+        count(name, n, **dict(labels))
+
+
+atexit.register(flush_soon)

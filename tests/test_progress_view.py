@@ -63,6 +63,7 @@ def test_progress_is_read_with_one_memcached_get(alice_client, job, monkeypatch)
             client, name, lambda *a, _n=name, _o=original, **k: calls.append(_n) or _o(*a, **k)
         )
     alice_client.get(f"/progress/{job.id}/")  # warms the session cache
+    monkeypatch.setattr("stats.counters.FLUSH_EVERY", 3600)  # poll counts stay in the process
     calls.clear()
     assert alice_client.get(f"/progress/{job.id}/").status_code == 200
     assert calls == ["get"]

@@ -231,3 +231,15 @@ def test_interleaved_producers_and_consumers_deliver_everything_once(fast):
 
     wait_for(drained, timeout=20, interval=0.05, what="the queue to drain")
     assert sorted(seen) == list(range(sent))
+
+
+def test_what_a_vanished_consumer_took_is_recovered_by_new_short_lived_ones(fast):
+    gone = Queue("short")
+    gone._busy = True  # as on a busy queue: take indexes without looking first
+    assert gone.claim_many(5) == []  # indexes 1-5 taken, nothing there yet; then it goes away
+    del gone
+    Queue("short").put(b"late")  # lands at index 1, which the vanished consumer had taken
+    # Every attempt is a brand-new consumer (like a periodic drain task).
+    got = wait_for(lambda: Queue("short").claim_many(5), timeout=10, interval=0.1, what="the late message")
+    assert [m.body for m in got] == [b"late"]
+    wait_for(lambda: Queue("short").stats()["holes"] == 4, timeout=10, interval=0.1, what="2-5 marked holes")

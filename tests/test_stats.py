@@ -135,3 +135,22 @@ def test_jobs_logins_accounts_and_downloads_are_counted():
         assert added[f"jobs|kind=top-customers|state={state}"] == 1
     assert added["job_seconds|kind=top-customers|le=1"] == 1
     assert added["accounts_created"] >= 1 and added["logins"] == 1
+
+
+def test_polls_are_tallied_in_the_process_and_sent_together(monkeypatch):
+    from django.contrib.auth import get_user_model
+
+    from progress import services
+
+    monkeypatch.setattr("stats.counters.FLUSH_EVERY", 3600)
+    counters.flush_soon()
+    harvest()
+    user = get_user_model().objects.create_user("poller", password="x")
+    job = services.create_job(owner=user, kind="top-customers", title="t", params={})
+    client = Client()
+    client.force_login(user)
+    for _ in range(5):
+        assert client.get(f"/progress/{job.id}/").status_code == 200
+    assert "progress_polls" not in harvest()  # still in the process
+    counters.flush_soon()
+    assert harvest()["progress_polls"] == 5
