@@ -50,6 +50,15 @@ def harvest(*, now: datetime | None = None) -> dict[str, int]:
         raise HarvestUnavailable(f"memcached unreachable: {exc}") from exc
 
 
+def new_since(mark: CounterWatermark | None, raw: int, generation: str) -> int:
+    """Increments in `raw` that the watermark has not taken yet. After memcached
+    lost its counters (another generation, or a value below the mark) all of
+    raw is new."""
+    if mark is None or mark.generation != generation or raw < mark.raw:
+        return raw
+    return raw - mark.raw
+
+
 def _take(client: object, key: str, now: datetime) -> int:
     with transaction.atomic():
         mark, _ = CounterWatermark.objects.select_for_update().get_or_create(
@@ -61,9 +70,7 @@ def _take(client: object, key: str, now: datetime) -> int:
         if f"c:{key}" not in found:
             return 0
         generation, raw = found.get(GENERATION, b"").decode(), int(found[f"c:{key}"])
-        lost = mark.generation != generation or raw < mark.raw
-        # After a loss, all of raw is new.
-        delta = raw if lost else raw - mark.raw
+        delta = new_since(mark, raw, generation)
         mark.generation, mark.raw = generation, raw
         mark.save()
         if delta:

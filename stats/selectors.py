@@ -5,6 +5,7 @@ from pymemcache.exceptions import MemcacheError
 
 from progress.client import get_client
 from stats.counters import GENERATION, REGISTRY
+from stats.harvest import new_since
 from stats.models import CounterSample, CounterWatermark
 
 
@@ -23,9 +24,7 @@ def totals() -> tuple[dict[str, int], bool]:
     marks = {m.key: m for m in CounterWatermark.objects.filter(key__in=keys)}
     for key in keys:
         raw = int(raws.get(f"c:{key}", b"0"))
-        mark = marks.get(key)
-        pending = raw if mark is None or mark.generation != generation or raw < mark.raw else raw - mark.raw
-        result[key] = result.get(key, 0) + pending
+        result[key] = result.get(key, 0) + new_since(marks.get(key), raw, generation)
     return result, True
 
 
