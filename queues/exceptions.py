@@ -29,3 +29,7 @@ class QueueUnavailable(QueueError):
 
 class InvalidReceipt(QueueError):
     pass
+
+
+class ReceiptNotJSON(InvalidReceipt):
+    """A receipt sent in a body that is not JSON (HTTP 415)."""

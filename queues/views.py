@@ -18,6 +18,7 @@ from queues.exceptions import (
     MessageTooLarge,
     QueueFull,
     QueueUnavailable,
+    ReceiptNotJSON,
 )
 
 RETRY_AFTER = 2
@@ -48,6 +49,8 @@ def _queue_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpRespon
             return view(request, *args, **kwargs)
         except InvalidQueueName as exc:
             return json_error(400, str(exc))
+        except ReceiptNotJSON as exc:
+            return json_error(415, str(exc))
         except InvalidReceipt as exc:
             return json_error(400, str(exc))
         except MessageTooLarge as exc:
@@ -87,19 +90,19 @@ def messages(request: HttpRequest, name: str) -> HttpResponse:
     return response
 
 
-def _receipt(request: HttpRequest) -> str | HttpResponse:
+def _receipt(request: HttpRequest) -> str:
     """From a JSON body {"receipt": ...} or the Queue-Receipt header."""
     if request.body:
         if request.content_type != "application/json":
-            return json_error(415, 'Send the receipt as JSON: {"receipt": "..."}.')
+            raise ReceiptNotJSON('Send the receipt as JSON: {"receipt": "..."}.')
         try:
             receipt = json.loads(request.body).get("receipt")
         except (ValueError, AttributeError):
-            return json_error(400, 'The body must be a JSON object: {"receipt": "..."}.')
+            raise InvalidReceipt('The body must be a JSON object: {"receipt": "..."}.') from None
     else:
         receipt = request.headers.get("Queue-Receipt")
     if not receipt:
-        return json_error(400, "No receipt given.")
+        raise InvalidReceipt("No receipt given.")
     return receipt
 
 
@@ -107,10 +110,7 @@ def _receipt(request: HttpRequest) -> str | HttpResponse:
 @require_POST
 @_queue_errors
 def ack(request: HttpRequest, name: str) -> HttpResponse:
-    receipt = _receipt(request)
-    if isinstance(receipt, HttpResponse):
-        return receipt
-    _queue(name).ack(receipt)
+    _queue(name).ack(_receipt(request))
     return HttpResponse(status=204)
 
 
@@ -118,10 +118,7 @@ def ack(request: HttpRequest, name: str) -> HttpResponse:
 @require_POST
 @_queue_errors
 def reject(request: HttpRequest, name: str) -> HttpResponse:
-    receipt = _receipt(request)
-    if isinstance(receipt, HttpResponse):
-        return receipt
-    return JsonResponse({"queue": name, "index": _queue(name).reject(receipt)})
+    return JsonResponse({"queue": name, "index": _queue(name).reject(_receipt(request))})
 
 
 @require_token("QUEUE_API_TOKEN")

@@ -61,11 +61,6 @@ class Process:
         log.close()
         return self
 
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
