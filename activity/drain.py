@@ -14,7 +14,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from activity import recent
 from activity.handler import QUEUE_NAME
+from activity.logfile import tail_entries
 from progress.client import get_client
 from queues.core import Message, Queue
 
@@ -29,21 +31,7 @@ class DrainerBusy(Exception):
 
 
 def _written(path: Path) -> set[str]:
-    if not path.exists():
-        return set()
-    with path.open("rb") as f:
-        start = max(path.stat().st_size - TAIL_BYTES, 0)
-        f.seek(start)
-        tail = f.read().split(b"\n")
-    if start:
-        tail = tail[1:]  # read from mid-file: the first piece may be cut
-    seen = set()
-    for line in tail:
-        try:
-            seen.add(json.loads(line)["q"])
-        except (ValueError, KeyError, TypeError):
-            continue
-    return seen
+    return {entry["q"] for entry in tail_entries(path, TAIL_BYTES) if isinstance(entry.get("q"), str)}
 
 
 def drain(
@@ -89,6 +77,7 @@ def drain(
                 out.write(b"".join(lines))
                 out.flush()
                 os.fsync(out.fileno())
+                recent.remember(client, lines)
                 if before_ack:
                     before_ack(messages)
                 queue.ack_many([m.receipt for m in messages])

@@ -69,3 +69,11 @@ def _read(client: Any, key: str) -> tuple[Any, float] | None:
         return None
     data = json.loads(raw)
     return data["v"], data["fresh_until"]
+
+
+def forget(key: str) -> None:
+    """Drop a value (its data changed): the next caller computes it afresh."""
+    try:
+        get_client().delete(f"memo:{key}")
+    except (MemcacheError, OSError) as exc:
+        logger.warning("get_or_set(%s) could not be forgotten: %s", key, exc)

@@ -13,13 +13,15 @@ from progress.services import record_from_job
 from progress.states import FINAL_STATES
 
 
-def _from_database(job_id: str, owner_id: int) -> JobRecord | None:
-    job = Job.objects.filter(pk=job_id, owner_id=owner_id).first()
+def _from_database(job_id: str, owner_id: int | None) -> JobRecord | None:
+    jobs = Job.objects.filter(pk=job_id)
+    job = (jobs if owner_id is None else jobs.filter(owner_id=owner_id)).first()
     return None if job is None else record_from_job(job)
 
 
-def job_record(*, job_id: str, owner_id: int) -> JobRecord | None:
-    """The caller's job as it stands, or None if it is unknown or not theirs.
+def job_record(*, job_id: str, owner_id: int | None) -> JobRecord | None:
+    """The caller's job as it stands, or None if it is unknown or not theirs
+    (owner_id None: anyone's, for staff).
 
     The hot path is one memcached get. The database is read only when the
     record is missing (expired, evicted, memcached restarted), when memcached
@@ -38,7 +40,7 @@ def job_record(*, job_id: str, owner_id: int) -> JobRecord | None:
         return record
     if record is None:
         return _from_database(job_id, owner_id)
-    if record.owner != owner_id:
+    if owner_id is not None and record.owner != owner_id:
         return None
     if not record.is_final and _stale(record):
         stored = _from_database(job_id, owner_id)

@@ -17,12 +17,19 @@ from stats.counters import count_soon
 UNAVAILABLE_RETRY_AFTER = 3
 
 
+def _owner_filter(request: HttpRequest) -> int | None:
+    """Whose jobs the caller may see and cancel: staff anyone's, others their own."""
+    user = request.user
+    return None if user.is_active and user.is_staff else user.pk
+
+
 @require_safe
 def progress_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     if not request.user.is_authenticated:
         return json_error(401, "Log in to see job progress.")
     try:
-        record = selectors.job_record(job_id=job_id, owner_id=request.user.pk)
+        # Staff follow everyone's jobs (the farm dashboard); users only their own.
+        record = selectors.job_record(job_id=job_id, owner_id=_owner_filter(request))
     except ProgressUnavailable:
         return json_error(503, "Progress is temporarily unavailable.", retry_after=UNAVAILABLE_RETRY_AFTER)
     if record is None:
@@ -43,7 +50,11 @@ def progress_detail(request: HttpRequest, job_id: str) -> HttpResponse:
 def cancel(request: HttpRequest, job_id: str) -> HttpResponse:
     if not request.user.is_authenticated:
         return json_error(401, "Log in to cancel a job.")
-    job = Job.objects.filter(pk=job_id, owner=request.user).first() if is_valid_job_id(job_id) else None
+    jobs = Job.objects.filter(pk=job_id)
+    owner_id = _owner_filter(request)
+    if owner_id is not None:
+        jobs = jobs.filter(owner_id=owner_id)
+    job = jobs.first() if is_valid_job_id(job_id) else None
     if job is None:
         return json_error(404, "No such job.")
     try:

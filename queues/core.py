@@ -42,6 +42,7 @@ from pymemcache.client.base import Client
 from pymemcache.exceptions import MemcacheError, MemcacheServerError
 
 from progress.client import StableHashClient, client_epoch, server_client
+from queues import registry
 from queues.conf import get_config
 from queues.exceptions import (
     InvalidReceipt,
@@ -175,6 +176,7 @@ class Queue:
                 self._start_generation(expected=None)
                 raw = self.client.get(self._gen_key())
             self._gen = raw.decode()
+            registry.register(self.name, self._gen)
             register = getattr(self.client, "register", None)
             if register is not None:  # mirrored: the repair must know every queue
                 register(self.name)

@@ -20,6 +20,7 @@ from queues.exceptions import (
     QueueUnavailable,
     ReceiptNotJSON,
 )
+from stats.counters import count
 
 RETRY_AFTER = 2
 _CACHED_QUEUES = 256
@@ -56,6 +57,7 @@ def _queue_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpRespon
         except MessageTooLarge as exc:
             return json_error(413, str(exc))
         except QueueFull as exc:
+            count("refused", reason="queue_full")
             return json_error(507, str(exc), retry_after=RETRY_AFTER)
         except QueueUnavailable:
             return json_error(503, "The queue store is unreachable; try again.", retry_after=RETRY_AFTER)

@@ -1,13 +1,15 @@
 """Reads for the report pages."""
 
 from datetime import date
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Max, Min, QuerySet
 
 from progress.ids import is_valid_job_id
+from progress.memo import get_or_set
 from progress.models import Job
-from reports.models import Order, ResultFile
+from reports.models import Customer, Order, OrderLine, Product, ResultFile
 
 
 def jobs_of(user: AbstractBaseUser, *, limit: int = 50) -> QuerySet[Job]:
@@ -26,6 +28,28 @@ def result_file(job: Job, name: str) -> ResultFile | None:
     return ResultFile.objects.filter(job=job, name=name, complete=True).first()
 
 
+DATASET_KEY = "reports:dataset"
+
+
+def dataset_summary() -> dict[str, Any]:
+    """Counts over the whole shop data (a few table scans on a million orders):
+    computed by one process farm-wide every few minutes, and when the data is
+    regenerated (generate_orders forgets it)."""
+
+    def compute() -> dict[str, Any]:
+        bounds = Order.objects.aggregate(first=Min("placed_on"), last=Max("placed_on"))
+        return {
+            "orders": Order.objects.count(),
+            "lines": OrderLine.objects.count(),
+            "customers": Customer.objects.count(),
+            "products": Product.objects.count(),
+            "first": bounds["first"] and bounds["first"].isoformat(),
+            "last": bounds["last"] and bounds["last"].isoformat(),
+        }
+
+    return get_or_set(DATASET_KEY, compute, ttl=300)
+
+
 def order_date_range() -> tuple[date | None, date | None]:
-    bounds = Order.objects.aggregate(first=Min("placed_on"), last=Max("placed_on"))
-    return bounds["first"], bounds["last"]
+    summary = dataset_summary()
+    return tuple(date.fromisoformat(summary[k]) if summary[k] else None for k in ("first", "last"))

@@ -39,6 +39,7 @@ def index(request: HttpRequest) -> HttpResponse:
         "reports/index.html",
         {
             "reports": REPORTS.values(),
+            "dataset": selectors.dataset_summary(),
             "rows": progress_selectors.job_rows(selectors.jobs_of(request.user, limit=5)),
         },
     )

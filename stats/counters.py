@@ -22,6 +22,7 @@ import time
 from pymemcache.exceptions import MemcacheError
 
 from progress.client import get_client
+from progress.lists import add_member
 
 logger = logging.getLogger(__name__)
 
@@ -72,10 +73,7 @@ def _incr(client, key: str, n: int) -> None:
     # First use here, or memcached lost it: make sure it exists and is listed.
     client.add(GENERATION, secrets.token_hex(4).encode())
     if client.add(f"c:{key}", b"0"):
-        line = f"{key}\n".encode()
-        # append needs the key; two first-comers may race to add it.
-        if not client.append(REGISTRY, line) and not client.add(REGISTRY, line):
-            client.append(REGISTRY, line)
+        add_member(client, REGISTRY, key)
     client.incr(f"c:{key}", n)
     with _lock:
         _known.add(key)

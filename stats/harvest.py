@@ -3,7 +3,8 @@
 Counters in memcached only go up. For each one the database keeps the raw
 value it has read so far (a watermark) and the generation of memcached's
 counters it was read in. A harvest adds raw - watermark to the hour's sample
-and moves the watermark, under a row lock, in one transaction per counter:
+(and to the minute's, kept two days for the dashboard's recent charts) and
+moves the watermark, under a row lock, in one transaction per counter:
 
 * an increment made while harvesting is simply above the new watermark and is
   taken next time: nothing falls between a read and a reset, because nothing
@@ -15,15 +16,19 @@ and moves the watermark, under a row lock, in one transaction per counter:
   then lost with memcached is gone; harvest often.
 """
 
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 from django.db import transaction
 from django.db.models import F, Sum
 from pymemcache.exceptions import MemcacheError
 
 from progress.client import get_client
-from stats.counters import GENERATION, REGISTRY
-from stats.models import CounterSample, CounterWatermark, DailySummary
+from queues.exceptions import QueueError
+from stats import sources
+from stats.models import CountedValue, CounterMinute, CounterSample, CounterWatermark, DailySummary
+
+# Minute samples feed the dashboard's recent charts; hours are kept for good.
+KEEP_MINUTES = timedelta(hours=48)
 
 
 class HarvestUnavailable(Exception):
@@ -34,19 +39,23 @@ def _hour(now: datetime) -> datetime:
     return now.replace(minute=0, second=0, microsecond=0)
 
 
+def _minute(now: datetime) -> datetime:
+    return now.replace(second=0, microsecond=0)
+
+
 def harvest(*, now: datetime | None = None) -> dict[str, int]:
-    """Harvest every registered counter; returns what was added per key."""
+    """Harvest every listed counter; returns what was added per key."""
     now = now or datetime.now(UTC)
     client = get_client()
     try:
-        listed = (client.get(REGISTRY) or b"").decode().split("\n")
         added = {}
-        for key in sorted({k for k in listed if k}):
+        for key in sorted(set(sources.listed(client))):
             delta = _take(client, key, now)
             if delta:
                 added[key] = delta
+        CounterMinute.objects.filter(minute__lt=now - KEEP_MINUTES).delete()
         return added
-    except (MemcacheError, OSError) as exc:
+    except (MemcacheError, OSError, QueueError) as exc:
         raise HarvestUnavailable(f"memcached unreachable: {exc}") from exc
 
 
@@ -66,17 +75,22 @@ def _take(client: object, key: str, now: datetime) -> int:
         )
         # Read under the lock: a value read before it could be older than the
         # watermark another harvester just wrote, and would look like a reset.
-        found = client.get_many([GENERATION, f"c:{key}"])
-        if f"c:{key}" not in found:
+        found = sources.read(client, [key])
+        if key not in found:
             return 0
-        generation, raw = found.get(GENERATION, b"").decode(), int(found[f"c:{key}"])
+        generation, raw = found[key]
         delta = new_since(mark, raw, generation)
         mark.generation, mark.raw = generation, raw
         mark.save()
         if delta:
-            sample, _ = CounterSample.objects.get_or_create(key=key, hour=_hour(now))
-            CounterSample.objects.filter(pk=sample.pk).update(value=F("value") + delta)
+            _add(CounterSample, key=key, hour=_hour(now), delta=delta)
+            _add(CounterMinute, key=key, minute=_minute(now), delta=delta)
     return delta
+
+
+def _add(model: type[CountedValue], *, delta: int, **where: object) -> None:
+    row, _ = model.objects.get_or_create(**where)
+    model.objects.filter(pk=row.pk).update(value=F("value") + delta)
 
 
 def summarise(day: date) -> int:

@@ -13,12 +13,20 @@ class CounterWatermark(models.Model):
         return f"{self.key} @ {self.raw}"
 
 
-class CounterSample(models.Model):
-    """Increments of one counter within one hour."""
+class CountedValue(models.Model):
+    """One counter's increments within one period (hour, day or minute)."""
 
     key = models.CharField(max_length=200)
-    hour = models.DateTimeField()
     value = models.BigIntegerField(default=0)
+
+    class Meta:
+        abstract = True
+
+
+class CounterSample(CountedValue):
+    """Increments of one counter within one hour."""
+
+    hour = models.DateTimeField()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["key", "hour"], name="one_sample_per_hour")]
@@ -28,13 +36,24 @@ class CounterSample(models.Model):
         return f"{self.key} {self.hour:%Y-%m-%d %H}h: {self.value}"
 
 
-class DailySummary(models.Model):
-    key = models.CharField(max_length=200)
+class DailySummary(CountedValue):
     day = models.DateField()
-    value = models.BigIntegerField(default=0)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["key", "day"], name="one_summary_per_day")]
 
     def __str__(self) -> str:
         return f"{self.key} {self.day}: {self.value}"
+
+
+class CounterMinute(CountedValue):
+    """Increments of one counter harvested within one minute; kept two days."""
+
+    minute = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["key", "minute"], name="one_sample_per_minute")]
+        indexes = [models.Index(fields=["minute"])]
+
+    def __str__(self) -> str:
+        return f"{self.key} {self.minute:%Y-%m-%d %H:%M}: {self.value}"

@@ -4,7 +4,8 @@ from django.db.models import Sum
 from pymemcache.exceptions import MemcacheError
 
 from progress.client import get_client
-from stats.counters import GENERATION, REGISTRY
+from queues.exceptions import QueueError
+from stats import sources
 from stats.harvest import new_since
 from stats.models import CounterSample, CounterWatermark
 
@@ -14,18 +15,22 @@ def totals() -> tuple[dict[str, int], bool]:
     result = {
         row["key"]: row["total"] for row in CounterSample.objects.values("key").annotate(total=Sum("value"))
     }
+    pending, live = unharvested()
+    for key, value in pending.items():
+        result[key] = result.get(key, 0) + value
+    return result, live
+
+
+def unharvested() -> tuple[dict[str, int], bool]:
+    """What memcached has counted since the last harvest, per counter, and
+    whether memcached answered."""
     try:
         client = get_client()
-        keys = sorted({k for k in (client.get(REGISTRY) or b"").decode().split("\n") if k})
-        generation = (client.get(GENERATION) or b"").decode()
-        raws = client.get_many([f"c:{k}" for k in keys]) if keys else {}
-    except (MemcacheError, OSError):
-        return result, False
-    marks = {m.key: m for m in CounterWatermark.objects.filter(key__in=keys)}
-    for key in keys:
-        raw = int(raws.get(f"c:{key}", b"0"))
-        result[key] = result.get(key, 0) + new_since(marks.get(key), raw, generation)
-    return result, True
+        raws = sources.read(client, sources.listed(client))
+    except (MemcacheError, OSError, QueueError):
+        return {}, False
+    marks = {m.key: m for m in CounterWatermark.objects.filter(key__in=list(raws))}
+    return {key: new_since(marks.get(key), raw, gen) for key, (gen, raw) in raws.items()}, True
 
 
 def prometheus(values: dict[str, int]) -> str:

@@ -92,6 +92,9 @@ def farm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
             "DEMO_ORDERS": "120000",
             "REPORTS_CHUNK_ROWS": "100",
             "PROGRESS_HEARTBEAT_INTERVAL": "2",
+            "WORKER_HEARTBEAT_EVERY": "1",
+            "DASHBOARD_CHART_TTL": "1",
+            "ACTIVITY_LOG_FILE": str(base / "activity.log"),
         }
         processes.manage(env, "migrate", "--no-input", "-v", "0")
         processes.manage(env, "collectstatic", "--no-input", "-v", "0")

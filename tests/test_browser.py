@@ -11,11 +11,13 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
 
+from tests import processes
 from tests.web import DEMO_PASSWORD
 
 pytestmark = [pytest.mark.farm, pytest.mark.browser]
 
 CHROMIUM = "/usr/bin/chromium"
+ALL_DATES = {"date_from": "2024-01-01", "date_to": "2025-12-31"}
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -128,3 +130,60 @@ def test_the_bar_waits_out_retry_after_and_recovers(page: Page):
     assert len(polls) >= 3
     # Retry-After: 2, with at most 20 % jitter taken off.
     assert polls[1] - polls[0] >= 1.6 and polls[2] - polls[1] >= 1.6, polls[:3]
+
+
+def test_staff_see_the_farm_dashboard_with_data(page: Page, farm):
+    alice = farm.client("alice")
+    done = alice.start_report("top-customers", {**ALL_DATES, "top": 5, "region": ""})["job"]
+    alice.wait_until(done, lambda p: p["state"] == "succeeded", what="a finished job to chart")
+    processes.manage(farm.env, "harvest_counters")
+    processes.manage(farm.env, "drain_sitelog")
+    running = alice.start_report("sales-by-region", ALL_DATES)["job"]
+
+    _log_in(page, "admin")
+    page.goto("/admin/")
+    page.get_by_role("link", name="Farm dashboard").click()
+    expect(page.get_by_role("heading", name="Farm dashboard")).to_be_visible()
+
+    # Four charts, each a picture that loaded, with its numbers beside it.
+    charts = page.locator("figure.chart img")
+    expect(charts).to_have_count(4)
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('figure.chart img')]"
+        ".every(i => i.complete && i.naturalWidth > 0)"
+    )
+    jobs = page.locator("figure[data-chart=jobs]")
+    jobs.locator("summary").click()
+    column = jobs.locator("thead th").all_text_contents().index("succeeded")
+    succeeded = jobs.locator("tbody tr").first.locator("th, td").nth(column).inner_text()
+    assert int(succeeded) >= 1
+    polls = page.locator("figure[data-chart=polls]")
+    polls.locator("summary").click()
+    expect(polls.locator("tbody tr").first).to_be_visible()
+
+    # The live part: the worker's heartbeat, the server, the queues, the activity.
+    expect(page.locator("tr[data-worker^='worker-a@'] .state")).to_have_text("up")
+    expect(page.locator(f"tr[data-server='{farm.memcached_address}'] .state")).to_contain_text("up")
+    expect(page.locator("tr[data-queue=sitelog]")).to_be_visible()
+    expect(page.locator("table.activity")).to_contain_text("GET /progress/")
+
+    # Alice's running job with its live bar, which staff may cancel.
+    bar = page.locator(f".job-progress[data-progress-url='/progress/{running}/']")
+    page.wait_for_function(
+        "(url) => +document.querySelector(`.job-progress[data-progress-url='${url}'] [role=progressbar]`)"
+        ".getAttribute('aria-valuenow') > 0",
+        arg=f"/progress/{running}/",
+        timeout=60_000,
+    )
+    bar.get_by_role("button", name="Cancel").click()
+    expect(bar.locator("[data-field=state]")).to_have_text("cancelled", timeout=30_000)
+    assert alice.progress(running)["state"] == "cancelled"
+
+
+def test_the_dashboard_refuses_non_staff(page: Page):
+    _log_in(page, "bob")
+    response = page.goto("/admin/dashboard/")
+    assert response.status == 403
+    expect(page.get_by_role("heading", name="Not allowed")).to_be_visible()
+    expect(page.locator("main")).to_contain_text("for staff")
+    assert page.goto("/admin/dashboard/charts/jobs.png").status == 403

@@ -2,6 +2,7 @@
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.test import Client
 
 from progress import services, store
@@ -49,3 +50,14 @@ def test_starting_needs_login_and_unknown_reports_are_404(alice_client):
     assert client.get("/reports/no-such-report/").status_code == 404
     form = client.get("/reports/top-customers/")
     assert form.status_code == 200 and b'name="top"' in form.content
+
+
+def test_the_dataset_summary_is_computed_once_and_forgotten_when_data_is_regenerated(alice_client):
+    _, client = alice_client
+    assert b"The shop data: 0 orders" in client.get("/").content
+    call_command("generate_orders", orders=300, customers=50, products=20, verbosity=0)
+    # generate_orders forgot the cached summary: the new counts show at once.
+    page = client.get("/").content.decode()
+    assert "The shop data: 300 orders" in page and "by 50 customers, over 20 products" in page
+    form = client.get("/reports/top-customers/").content.decode()
+    assert 'name="date_from" value="20' in form

@@ -24,6 +24,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "django.contrib.humanize",
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "progress",
@@ -31,6 +32,7 @@ INSTALLED_APPS = [
     "queues",
     "stats",
     "activity",
+    "dashboard",
 ]
 
 MIDDLEWARE = [
@@ -122,6 +124,11 @@ QUEUES = {
     "RECOVER_INTERVAL": env_float("QUEUE_RECOVER_INTERVAL", 1.0),
     "PREFETCH": env_int("QUEUE_PREFETCH", 8),
     "MIRRORS": env_list("QUEUE_MIRRORS", ""),
+}
+
+DASHBOARD = {
+    "WORKER_HEARTBEAT": env_float("WORKER_HEARTBEAT_EVERY", 10.0),
+    "CHART_TTL": env_int("DASHBOARD_CHART_TTL", 30),
 }
 
 REPORTS = {

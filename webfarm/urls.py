@@ -2,6 +2,8 @@ from django.contrib import admin
 from django.urls import include, path
 
 urlpatterns = [
+    # Before the admin's own URLs, which would answer 404 for it.
+    path("admin/dashboard/", include("dashboard.urls")),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("progress/", include("progress.urls")),

@@ -120,11 +120,11 @@ def cents(value: int) -> str:
     return f"{value / 100:.2f}"
 
 
-def png_chart(draw: Any) -> bytes:
+def png_chart(draw: Any, size: tuple[float, float] = (9, 4.8)) -> bytes:
     """Render a chart with matplotlib's object API (no pyplot: no global state)."""
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(9, 4.8), dpi=100, layout="constrained")
+    figure = Figure(figsize=size, dpi=100, layout="constrained")
     draw(figure.add_subplot())
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")

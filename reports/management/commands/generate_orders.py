@@ -5,7 +5,9 @@ from typing import Any
 from django.core.management.base import BaseCommand
 from tqdm import tqdm
 
+from progress.memo import forget
 from reports import dataset
+from reports.selectors import DATASET_KEY
 
 
 class Command(BaseCommand):
@@ -33,3 +35,4 @@ class Command(BaseCommand):
                 seed=options["seed"],
                 on_progress=bar.update,
             )
+        forget(DATASET_KEY)

@@ -1,0 +1,35 @@
+"""Which queues exist, for the dashboard and the counter harvester.
+
+A queue lists itself the first time a process uses each of its generations, so
+a list lost with memcached fills again as queues start their new generation.
+Listing is best effort: a queue that cannot list itself still works.
+"""
+
+import os
+
+from pymemcache.exceptions import MemcacheError
+
+from progress.client import client_epoch, get_client
+from progress.lists import add_member, members
+
+REGISTRY = "q:registry"
+_listed: set[tuple[int, int, str, str]] = set()
+
+
+def register(name: str, generation: str) -> None:
+    slot = (os.getpid(), client_epoch(), name, generation)
+    if slot in _listed:
+        return
+    try:
+        client = get_client()
+        if name not in members(client, REGISTRY):
+            add_member(client, REGISTRY, name)  # two at once list it twice; readers dedupe
+        _listed.add(slot)
+    except (MemcacheError, OSError):
+        pass
+
+
+def known_queues() -> list[str]:
+    """Every queue used since memcached last lost the list. Raises
+    MemcacheError/OSError when memcached is unreachable."""
+    return members(get_client(), REGISTRY)

@@ -1,0 +1,51 @@
+"""Where counter values are read: the counters themselves, and each queue's
+own in/out counts (kept by the queue on its server, read here as the counter
+`queue_messages|direction=in|queue=<name>`).
+
+A raw value comes with the generation it was counted in; the harvester
+(stats.harvest) treats a new generation, or a value below its watermark, as
+memcached having lost the count and started again.
+"""
+
+from typing import Any
+
+from progress.lists import members
+from queues.core import Queue
+from queues.registry import known_queues
+from stats.counters import GENERATION, REGISTRY, counter_key
+
+# Queue counts have no generation key of their own: a lost count shows as a
+# value below the watermark.
+QUEUE_GENERATION = "queue"
+_DIRECTIONS = ("in", "out")
+
+
+def listed(client: Any) -> list[str]:
+    """Every counter key there is a value for, queues' counts included."""
+    keys = members(client, REGISTRY)
+    for name in known_queues():
+        keys += [counter_key("queue_messages", direction=d, queue=name) for d in _DIRECTIONS]
+    return keys
+
+
+def read(client: Any, keys: list[str]) -> dict[str, tuple[str, int]]:
+    """key -> (generation, raw value) for the keys that have a value. Raises
+    MemcacheError/OSError (or QueueError) when memcached cannot answer."""
+    plain = [k for k in keys if not k.startswith("queue_messages|")]
+    found = client.get_many([GENERATION, *(f"c:{k}" for k in plain)]) if plain else {}
+    generation = found.get(GENERATION, b"").decode()
+    values = {k: (generation, int(found[f"c:{k}"])) for k in plain if f"c:{k}" in found}
+    queues = {_queue_of(k) for k in keys if k.startswith("queue_messages|")}
+    for name in sorted(queues):
+        stats = Queue(name).stats()
+        for direction in _DIRECTIONS:
+            values[counter_key("queue_messages", direction=direction, queue=name)] = (
+                QUEUE_GENERATION,
+                stats[direction],
+            )
+    return {k: v for k, v in values.items() if k in keys}
+
+
+def _queue_of(key: str) -> str:
+    labels = dict(part.split("=", 1) for part in key.split("|")[1:])
+    return labels["queue"]
