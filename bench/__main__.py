@@ -1,6 +1,6 @@
 """`make bench`: every benchmark, each against a baseline measured in the same run."""
 
-from bench import celery_broker, endpoint, publish, queue
+from bench import celery_broker, endpoint, publish, queue, shedding
 
 
 def main() -> None:
@@ -11,6 +11,8 @@ def main() -> None:
     print(queue.report(queue.run()), flush=True)
     print()
     print(celery_broker.report(celery_broker.run()), flush=True)
+    print()
+    print(shedding.report(shedding.run()), flush=True)
 
 
 if __name__ == "__main__":

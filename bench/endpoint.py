@@ -52,6 +52,11 @@ def _wrk(url: str, *headers: str) -> dict[str, float]:
     non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     if non_2xx:
         raise RuntimeError(f"{url}: {non_2xx.group(1)} error responses\n{out}")
+    return wrk_stats(out)
+
+
+def wrk_stats(out: str) -> dict[str, float]:
+    """Requests per second and latency percentiles from wrk --latency output."""
 
     def ms(label: str) -> float:
         value, unit = re.search(rf"\s{label}\s+([\d.]+)(us|ms|s)", out).groups()

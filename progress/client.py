@@ -1,13 +1,42 @@
 """The one place that builds the memcached client from settings."""
 
+import contextlib
 import os
 import threading
+from collections.abc import Callable
+from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from pymemcache.client.base import Client
 from pymemcache.client.hash import HashClient
+from pymemcache.exceptions import MemcacheUnexpectedCloseError
 
 from progress.conf import get_config
+
+# A connection memcached closed (it restarted) fails once, when next used,
+# before any server saw the request: one more try on a fresh connection is
+# safe, and spares the first caller after a restart a needless error.
+_STALE_CONNECTION = (MemcacheUnexpectedCloseError, BrokenPipeError, ConnectionResetError)
+
+
+def _once_more(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    try:
+        return call(*args, **kwargs)
+    except _STALE_CONNECTION:
+        return call(*args, **kwargs)
+
+
+class ReconnectingClient(Client):
+    """pymemcache's Client, retrying once on a connection found dead."""
+
+    def _fetch_cmd(self, *args: Any, **kwargs: Any) -> Any:
+        return _once_more(super()._fetch_cmd, *args, **kwargs)
+
+    def _store_cmd(self, *args: Any, **kwargs: Any) -> Any:
+        return _once_more(super()._store_cmd, *args, **kwargs)
+
+    def _misc_cmd(self, *args: Any, **kwargs: Any) -> Any:
+        return _once_more(super()._misc_cmd, *args, **kwargs)
 
 
 class StableHashClient(HashClient):
@@ -23,6 +52,17 @@ class StableHashClient(HashClient):
 
     def _mark_failed_server(self, server: object) -> None:
         return None
+
+    def _safely_run_func(self, client: Any, func: Any, default_val: Any, *args: Any, **kwargs: Any) -> Any:
+        # The pool drops the dead connection (destroy_on_fail): the retry gets a new one.
+        return _once_more(super()._safely_run_func, client, func, default_val, *args, **kwargs)
+
+    def __del__(self) -> None:
+        # reset_client() closes a client that another thread (a log shipper, a
+        # heartbeat) may still be using: such a thread reconnects, and the
+        # sockets must not outlive the client.
+        with contextlib.suppress(Exception):
+            self.close()
 
 
 def parse_servers(servers: list[str] | tuple[str, ...]) -> list[tuple[str, int]]:
@@ -122,7 +162,7 @@ def server_client(route_key: str, ring: StableHashClient | None = None) -> Clien
     slot = (os.getpid(), _epoch, id(ring), server)
     client = cache.get(slot)
     if client is None:
-        client = Client(ring.clients[server].server, **client_options(ring))
+        client = ReconnectingClient(ring.clients[server].server, **client_options(ring))
         cache[slot] = client
         with _lock:
             _server_clients.append(client)

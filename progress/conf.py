@@ -18,6 +18,9 @@ DEFAULTS: dict[str, Any] = {
     # A running job proves it is alive at least this often (seconds), even
     # when its code is stuck in one long step.
     "HEARTBEAT_INTERVAL": 5.0,
+    # A running job that has not beaten for this many intervals is lost (its
+    # worker died): the reaper ends it, frees its slots and may retry it.
+    "LOST_AFTER_BEATS": 3,
     # How long a job's record stays in memcached (seconds, at most 30 days:
     # memcached reads larger values as absolute times).
     "RECORD_TTL": 7 * 24 * 3600,
@@ -29,6 +32,12 @@ DEFAULTS: dict[str, Any] = {
 @cache
 def get_config() -> dict[str, Any]:
     return {**DEFAULTS, **getattr(settings, "PROGRESS", {})}
+
+
+def lost_after() -> float:
+    """Seconds of silence after which a running job counts as lost."""
+    config = get_config()
+    return config["LOST_AFTER_BEATS"] * config["HEARTBEAT_INTERVAL"]
 
 
 @receiver(setting_changed)

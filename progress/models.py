@@ -24,6 +24,10 @@ class Job(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # A job whose worker died may be run again as a new job (attempt + 1).
+    attempt = models.PositiveSmallIntegerField(default=1)
+    retry_of = models.CharField(max_length=JOB_ID_LENGTH, blank=True)
+    retried_as = models.CharField(max_length=JOB_ID_LENGTH, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

@@ -1,7 +1,7 @@
 """The job record kept in memcached: one key per job, read in one round trip."""
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,6 +31,10 @@ class JobRecord:
     result_url: str = ""
     error: str = ""
     cancel_requested: bool = False
+    attempt: int = 1
+    retried_as: str = ""
+    # Farm-wide limit slots the job holds (limits.slots); released when it ends.
+    slots: list[str] = field(default_factory=list)
 
     @property
     def is_final(self) -> bool:
@@ -66,6 +70,9 @@ class JobRecord:
             "result_url": self.result_url or None,
             "error": self.error or None,
             "cancel_requested": self.cancel_requested,
+            "attempt": self.attempt,
+            # A lost job run again: the same progress URL with this job id.
+            "retried_as": self.retried_as or None,
             "final": self.is_final,
         }
 

@@ -15,7 +15,7 @@ cancelled job gets JobCancelled from its next update().
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from progress import store
 from progress.conf import get_config
@@ -61,6 +61,8 @@ class ProgressReporter:
         self._stop = threading.Event()
         self._heartbeat: threading.Thread | None = None
         self.flushes = 0
+        # Called on every heartbeat (renewing what the job holds: limit slots).
+        self.on_beat: Callable[[], None] | None = None
 
     # -- what task code calls -------------------------------------------------
 
@@ -177,3 +179,5 @@ class ProgressReporter:
         while not self._stop.wait(self.heartbeat_interval / 2):
             if time.monotonic() - self._last_flush >= self.heartbeat_interval / 2:
                 self.flush()
+            if self.on_beat is not None:
+                self.on_beat()

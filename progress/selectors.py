@@ -4,7 +4,7 @@ import time
 from collections.abc import Iterable
 
 from progress import store
-from progress.conf import get_config
+from progress.conf import lost_after
 from progress.exceptions import ProgressUnavailable
 from progress.ids import is_valid_job_id
 from progress.models import Job
@@ -62,4 +62,4 @@ def job_rows(jobs: Iterable[Job]) -> list[tuple[Job, JobRecord]]:
 
 def _stale(record: JobRecord) -> bool:
     beat = record.heartbeat_at or record.updated_at
-    return record.state == "running" and time.time() - beat > 3 * get_config()["HEARTBEAT_INTERVAL"]
+    return record.state == "running" and time.time() - beat > lost_after()

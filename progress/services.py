@@ -2,7 +2,7 @@
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -11,8 +11,11 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
+from limits.slots import Lease
 from progress import store
+from progress.conf import lost_after
 from progress.exceptions import JobCancelled, JobFailed, JobNotRunnable, ProgressUnavailable
+from progress.ids import new_job_id
 from progress.models import Job
 from progress.records import JobRecord
 from progress.reporter import ProgressReporter
@@ -46,18 +49,39 @@ def record_from_job(job: Job) -> JobRecord:
         finished_at=job.finished_at.timestamp() if job.finished_at else None,
         result_url=job.result_url,
         error=job.error,
+        attempt=job.attempt,
+        retried_as=job.retried_as,
     )
 
 
-def create_job(*, owner: AbstractBaseUser, kind: str, title: str, params: dict[str, Any]) -> Job:
+def create_job(
+    *,
+    owner: AbstractBaseUser,
+    kind: str,
+    title: str,
+    params: dict[str, Any],
+    job_id: str | None = None,
+    slots: list[str] | None = None,
+    retry_of: str = "",
+    attempt: int = 1,
+) -> Job:
     """Record a queued job in the database and in memcached, both or neither.
 
     Call before sending the task, so no page ever shows an unknown job.
+    `slots` are limit slots already taken for it, released when it ends.
     Raises ProgressUnavailable when memcached cannot take the record.
     """
     now = time.time()
     with transaction.atomic():
-        job = Job.objects.create(owner=owner, kind=kind, title=title, params=params)
+        job = Job.objects.create(
+            id=job_id or new_job_id(),
+            owner=owner,
+            kind=kind,
+            title=title,
+            params=params,
+            retry_of=retry_of,
+            attempt=attempt,
+        )
         store.create(
             JobRecord(
                 job=job.id,
@@ -68,16 +92,20 @@ def create_job(*, owner: AbstractBaseUser, kind: str, title: str, params: dict[s
                 message="waiting for a worker",
                 created_at=now,
                 updated_at=now,
+                attempt=attempt,
+                slots=slots or [],
             )
         )
     count("jobs", kind=kind, state=State.QUEUED)
     return job
 
 
-def fail_to_queue(*, job: Job, reason: str) -> None:
+def fail_to_queue(*, job: Job, reason: str, slots: list[str] | None = None) -> None:
     """The task could not be sent: end the job as failed everywhere."""
     _finish(
-        JobRecord(job=job.id, owner=job.owner_id, kind=job.kind, title=job.title), State.FAILED, error=reason
+        JobRecord(job=job.id, owner=job.owner_id, kind=job.kind, title=job.title, slots=slots or []),
+        State.FAILED,
+        error=reason,
     )
 
 
@@ -129,7 +157,9 @@ def begin_job(job_id: str) -> JobRecord:
     return record
 
 
-def _finish(record: JobRecord, state: State, *, error: str = "", result_url: str = "") -> None:
+def _finish(
+    record: JobRecord, state: State, *, error: str = "", result_url: str = "", release_slots: bool = True
+) -> None:
     now = time.time()
     record.state = state
     record.error = error
@@ -144,9 +174,13 @@ def _finish(record: JobRecord, state: State, *, error: str = "", result_url: str
         record.message = "cancelled"
     elif state == State.FAILED:
         record.message = "failed"
+    elif state == State.LOST:
+        record.message = "the worker running this job stopped"
     Job.objects.filter(pk=record.job).update(
         state=state, error=error, result_url=result_url, finished_at=_dt(now)
     )
+    if release_slots:
+        Lease(holder=record.job, ttl=0, keys=record.slots).release()
     count("jobs", kind=record.kind, state=state)
     if record.started_at is not None and state == State.SUCCEEDED:
         observe_duration("job_seconds", now - record.started_at, kind=record.kind)
@@ -160,6 +194,36 @@ def _finish(record: JobRecord, state: State, *, error: str = "", result_url: str
                 logger.error("job %s: final state %s kept in the database only: %s", record.job, state, exc)
             else:
                 time.sleep(FINAL_WRITE_PAUSE * (attempt + 1))
+
+
+def finish_lost(
+    job: Job, record: JobRecord, *, silent_for: float, on_lost: Callable[[Job, JobRecord], str | None] | None
+) -> bool:
+    """End a silent running job as lost, unless it ended meanwhile (the row
+    decides). `on_lost` may start it again and return the new job's id; it
+    runs inside the transaction, so it sends tasks with on_commit."""
+    error = f"The worker running this job stopped (no heartbeat for {silent_for:.0f} s)"
+    if record.percent:
+        error += f" at {record.percent:.0f} %"
+    error += "."
+    # One transaction: a reader never sees the job lost without its retry.
+    with transaction.atomic():
+        if not Job.objects.filter(pk=job.id, state=State.RUNNING).update(state=State.LOST, error=error):
+            return False
+        logger.warning("job %s lost: %s", job.id, error)
+        retried_as = None
+        if on_lost is not None:
+            try:
+                with transaction.atomic():
+                    retried_as = on_lost(job, record)
+            except Exception:
+                logger.exception("job %s lost and not run again", job.id)
+        if retried_as:
+            error += " It is being run again automatically."
+            Job.objects.filter(pk=job.id).update(retried_as=retried_as, error=error)
+            record.retried_as = retried_as
+    _finish(record, State.LOST, error=error, release_slots=not retried_as)
+    return True
 
 
 class Tracker:
@@ -178,6 +242,11 @@ def track_job(job_id: str) -> Iterator[Tracker]:
     record = begin_job(job_id)
     reporter = ProgressReporter(record)
     tracker = Tracker(reporter)
+    # While running, the job's slots live only as long as its heartbeat: a
+    # killed worker's slots come free after lost_after(), even without the reaper.
+    lease = Lease(holder=job_id, ttl=int(lost_after()) + 1, keys=record.slots)
+    lease.renew()
+    reporter.on_beat = lease.renew
     reporter.start_heartbeat()
     error = ""
     try:

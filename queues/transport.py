@@ -24,7 +24,7 @@ from kombu.transport import virtual
 from progress.client import StableHashClient, build_client
 from progress.conf import get_config as progress_config
 from queues.core import Queue
-from queues.exceptions import QueueError
+from queues.exceptions import QueueError, QueueUnavailable
 from queues.names import MAX_NAME, validate_name
 
 logger = logging.getLogger(__name__)
@@ -164,6 +164,9 @@ class Transport(virtual.Transport):
     # one small get, so memcached does not notice; see drain_events.
     polling_interval = DEFAULT_POLLING
     implements = virtual.Transport.implements.extend(asynchronous=False, exchange_type=frozenset(["direct"]))
+    # memcached gone is a lost connection: Celery reconnects (and kombu's
+    # publish retries, then raises OperationalError) instead of giving up.
+    connection_errors = (*virtual.Transport.connection_errors, QueueUnavailable)
 
     def __init__(self, client: Any, **kwargs: Any) -> None:
         super().__init__(client, **kwargs)

@@ -12,6 +12,8 @@ from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_http_methods, require_safe
 
+from limits.decorators import limit_concurrency
+from limits.refusals import note_refusal, refusal_response
 from progress import selectors as progress_selectors
 from progress.exceptions import ProgressUnavailable
 from progress.http import json_error, wants_json
@@ -65,6 +67,15 @@ def start(request: HttpRequest, kind: str) -> HttpResponse:
         job = services.start_report(
             user=request.user, report=report, params=report.params_from_form(form.cleaned_data)
         )
+    except services.StartRefused as refusal:
+        note_refusal(request, refusal.reason, refusal.message, refusal.retry_after)
+        if wants_json(request):
+            return refusal_response(request, refusal.message, refusal.retry_after)
+        # The form again, filled in, saying why and when to try again.
+        context = {"report": report, "form": form, "refusal": refusal}
+        response = render(request, "reports/start.html", context, status=503)
+        response["Retry-After"] = str(refusal.retry_after)
+        return response
     except ProgressUnavailable:
         return _unavailable(request, "The progress store is unavailable, so the job was not started.")
     except services.BrokerUnavailable:
@@ -116,6 +127,12 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
 
 @require_safe
 @login_required
+@limit_concurrency(
+    "downloads",
+    total="DOWNLOADS",
+    per_user="DOWNLOADS_PER_USER",
+    message="Too many downloads at once right now; try again in a few seconds.",
+)
 def download(request: HttpRequest, job_id: str, name: str) -> HttpResponse:
     job = selectors.job_of(request.user, job_id)
     result = selectors.result_file(job, name) if job else None

@@ -64,6 +64,16 @@ class Farm:
     def client(self, username: str) -> WebClient:
         return WebClient(self.node_a).login(username, DEMO_PASSWORD)
 
+    def replace(self, old: processes.Process, new: processes.Process) -> None:
+        """A test restarted one of the farm's processes: stop the new one at the end."""
+        self.others.remove(old)
+        if new not in self.others:
+            self.others.append(new)
+        if old is self.worker:
+            self.worker = new
+        if old is self.memcached:
+            self.memcached = new
+
 
 @pytest.fixture(scope="session", params=["redis", "memcached"])
 def farm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Farm]:
@@ -95,6 +105,10 @@ def farm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
             "WORKER_HEARTBEAT_EVERY": "1",
             "DASHBOARD_CHART_TTL": "1",
             "ACTIVITY_LOG_FILE": str(base / "activity.log"),
+            # Tests share alice and bob and start several jobs each; the limits
+            # themselves are tested with fresh users (test_failures.py).
+            "LIMIT_REPORTS_PER_USER": "4",
+            "LIMIT_REPORTS_PER_KIND": "50",
         }
         processes.manage(env, "migrate", "--no-input", "-v", "0")
         processes.manage(env, "collectstatic", "--no-input", "-v", "0")

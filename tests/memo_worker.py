@@ -13,6 +13,7 @@ def main() -> None:
     django.setup()
     from progress.client import get_client
     from progress.memo import get_or_set
+    from tests.together import at_start_line
 
     client = get_client()
 
@@ -21,9 +22,7 @@ def main() -> None:
         time.sleep(0.5)  # the expensive aggregate
         return {"total": 42}
 
-    client.incr("test:ready", 1)
-    while not client.get("test:go"):  # start together
-        time.sleep(0.001)
+    at_start_line()
     print(get_or_set(sys.argv[1], expensive, ttl=60)["total"], flush=True)
 
 

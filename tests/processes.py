@@ -208,3 +208,21 @@ def gunicorn(env: dict, log_dir: Path, name: str) -> tuple[Process, str]:
     )
     assert process.alive(), process.log()
     return process, base
+
+
+def celery_beat(env: dict, log_dir: Path, name: str = "beat") -> Process:
+    """A real `celery beat` sending the settings' periodic tasks on env's broker."""
+    argv = [
+        str(BIN / "celery"),
+        "-A",
+        "webfarm",
+        "beat",
+        "-l",
+        "info",
+        "--schedule",
+        str(log_dir / f"{name}.db"),
+    ]
+    process = Process(name, argv, log_dir=log_dir, env=env).start()
+    wait_for(lambda: "beat: Starting" in process.log() or not process.alive(), timeout=60, what="celery beat")
+    assert process.alive(), process.log()
+    return process

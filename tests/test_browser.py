@@ -4,6 +4,7 @@ download the file."""
 import csv
 import io
 import re
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -187,3 +188,62 @@ def test_the_dashboard_refuses_non_staff(page: Page):
     expect(page.get_by_role("heading", name="Not allowed")).to_be_visible()
     expect(page.locator("main")).to_contain_text("for staff")
     assert page.goto("/admin/dashboard/charts/jobs.png").status == 403
+
+
+def test_a_killed_worker_s_job_turns_lost_and_runs_again_under_the_same_bar(page: Page, farm):
+    """SIGKILL the whole worker running a job: the reaper (a real celery beat
+    sending it to the other worker) ends the job as lost within the heartbeat
+    bound and starts it again; the bar on the user's page follows the new job
+    to the end."""
+    beat = processes.celery_beat({**farm.env, "REAP_EVERY": "1"}, farm.dir, f"beat-{farm.broker}")
+    try:
+        _log_in(page, "bob")
+        bob = farm.client("bob")
+        job = bob.start_report("sales-by-region", ALL_DATES)["job"]
+        page.goto(f"/jobs/{job}/")
+        bob.wait_until(job, lambda p: p["state"] == "running" and p["percent"] > 2, timeout=60)
+
+        other = processes.celery_worker(farm.env, farm.dir, f"worker-b-{farm.broker}")
+        farm.others.append(other)
+        farm.worker.stop(signal.SIGKILL)
+        farm.replace(farm.worker, other)
+        killed_at = time.monotonic()
+        lost = bob.wait_until(job, lambda p: p["final"], timeout=60, what="the job to be declared lost")
+        took = time.monotonic() - killed_at
+        # PROGRESS_HEARTBEAT_INTERVAL 2 s x 3 beats, a reaper every second, and slack.
+        assert lost["state"] == "lost" and took < 15, (lost, took)
+        assert "worker running this job stopped" in lost["error"] and lost["retried_as"]
+        # The bar moved on to the new attempt and says why.
+        expect(page.locator(".job-progress [data-field=retry]")).to_contain_text("Attempt 2", timeout=15_000)
+        retry = lost["retried_as"]
+        final = bob.wait_until(retry, lambda p: p["final"], timeout=120, what="the retry to finish")
+        assert final["state"] == "succeeded" and final["attempt"] == 2
+        # The bar followed: the page is now the retry's, finished, with its file.
+        expect(page).to_have_url(re.compile(f"/jobs/{retry}/$"), timeout=30_000)
+        expect(page.locator(".job-progress.state-succeeded")).to_be_visible()
+        assert bob.progress(job)["state"] == "lost"  # the first attempt stays what it was
+    finally:
+        beat.stop()
+
+
+def test_the_start_form_shows_a_refusal_and_when_to_try_again(page: Page, farm):
+    _log_in(page, "alice")
+    alice = farm.client("alice")
+    running = [alice.start_report("sales-by-region", ALL_DATES)["job"] for _ in range(4)]  # the farm's limit
+    try:
+        page.goto("/reports/return-rates/")
+        page.get_by_role("button", name="Start report").click()
+        refusal = page.get_by_role("alert")
+        expect(refusal).to_contain_text("You already have 4 reports queued or running")
+        expect(page.get_by_role("button", name="Start report")).to_be_disabled()
+        expect(page.locator("[data-countdown]")).to_contain_text("You can try again in")
+        expect(page).to_have_url(re.compile("/reports/return-rates/$"))  # no page change: the form stays
+    finally:
+        for job in running:
+            alice.post(f"/progress/{job}/cancel/", headers={"Accept": "application/json"})
+    for job in running:
+        alice.wait_until(job, lambda p: p["final"], timeout=60)
+    # Slots free again: the countdown ends and the same form starts the job.
+    expect(page.locator("[data-countdown]")).to_contain_text("You can try again now", timeout=65_000)
+    page.get_by_role("button", name="Start report").click()
+    expect(page.get_by_role("progressbar")).to_be_visible()

@@ -5,7 +5,7 @@ from django.core.exceptions import ImproperlyConfigured
 from pymemcache.client.base import Client
 from pymemcache.exceptions import MemcacheError
 
-from progress.client import build_client, get_client, parse_servers
+from progress.client import build_client, get_client, parse_servers, server_client
 from tests import processes
 
 
@@ -71,3 +71,20 @@ def test_a_dead_server_keeps_its_keys_and_raises_instead_of_moving_them(tmp_path
         client.close()
         first.stop()
         second.stop()
+
+
+def test_the_first_call_after_a_memcached_restart_succeeds(tmp_path, settings):
+    """Connections memcached closed when it restarted fail once; the clients
+    try once more on a fresh connection instead of failing their caller."""
+    process, address = processes.memcached(tmp_path)
+    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [address]}
+    ring, plain = get_client(), server_client("slot:x")
+    try:
+        assert ring.set("a", b"1") and plain.set("b", b"2")
+        process.stop()
+        process, _ = processes.memcached(tmp_path, port=int(address.rsplit(":", 1)[1]))
+        assert ring.get("a") is None and ring.set("a", b"3")  # empty, but answering at once
+        assert plain.add("b", b"4") and plain.get("b") == b"4"
+        assert ring.get_many(["a"]) == {"a": b"3"}
+    finally:
+        process.stop()

@@ -1,38 +1,24 @@
 """get_or_set: one computation farm-wide, stale values while refreshing."""
 
 import json
-import os
-import subprocess
-import sys
 import time
 
 from progress.client import get_client
 from progress.memo import get_or_set
-from tests.processes import ROOT, free_port, wait_for
+from tests.processes import free_port
+from tests.together import run_together
 
 
 def test_many_processes_at_once_compute_once(memcached_server, progress_on_real_memcached):
     client = get_client()
     client.set("test:computations", b"0")
-    client.set("test:ready", b"0")
-    env = {
-        **os.environ,
-        "MEMCACHED_SERVERS": memcached_server,
-        "PROGRESS_NAMESPACE": progress_on_real_memcached,
-    }
-    workers = [
-        subprocess.Popen(
-            [sys.executable, "-m", "tests.memo_worker", "stampede"],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(16)
-    ]
-    wait_for(lambda: int(client.get("test:ready")) == 16, timeout=60, what="all at the start line")
-    client.set("test:go", b"1")
-    answers = [w.communicate(timeout=60)[0].strip() for w in workers]
+    answers = run_together(
+        "tests.memo_worker",
+        "stampede",
+        count=16,
+        servers=memcached_server,
+        namespace=progress_on_real_memcached,
+    )
     assert answers == ["42"] * 16
     assert int(client.get("test:computations")) == 1
 

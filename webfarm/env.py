@@ -31,3 +31,14 @@ def env_float(name: str, default: float) -> float:
 
 def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
+
+
+def env_int_map(name: str, default: str = "") -> dict[str, int]:
+    """ "a=1,b=2" -> {"a": 1, "b": 2}."""
+    result = {}
+    for item in env_list(name, default):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip().isdigit():
+            raise ValueError(f"{name}: {item!r} is not name=seconds")
+        result[key.strip()] = int(value)
+    return result

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from webfarm.env import env_bool, env_float, env_int, env_list, env_str
+from webfarm.env import env_bool, env_float, env_int, env_int_map, env_list, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -33,6 +33,7 @@ INSTALLED_APPS = [
     "stats",
     "activity",
     "dashboard",
+    "limits",
 ]
 
 MIDDLEWARE = [
@@ -112,6 +113,7 @@ PROGRESS = {
     "NAMESPACE": PROGRESS_NAMESPACE,
     "FLUSH_INTERVAL": env_float("PROGRESS_FLUSH_INTERVAL", 0.25),
     "HEARTBEAT_INTERVAL": env_float("PROGRESS_HEARTBEAT_INTERVAL", 5.0),
+    "LOST_AFTER_BEATS": env_int("PROGRESS_LOST_AFTER_BEATS", 3),
     "RECORD_TTL": env_int("PROGRESS_RECORD_TTL", 7 * 24 * 3600),
     "CONNECT_TIMEOUT": env_float("MEMCACHED_CONNECT_TIMEOUT", 0.5),
     "TIMEOUT": env_float("MEMCACHED_TIMEOUT", 2.0),
@@ -126,12 +128,21 @@ QUEUES = {
     "MIRRORS": env_list("QUEUE_MIRRORS", ""),
 }
 
+LIMITS = {
+    "REPORTS_PER_USER": env_int("LIMIT_REPORTS_PER_USER", 2),
+    "REPORTS_PER_KIND": env_int("LIMIT_REPORTS_PER_KIND", 4),
+    "DOWNLOADS": env_int("LIMIT_DOWNLOADS", 16),
+    "DOWNLOADS_PER_USER": env_int("LIMIT_DOWNLOADS_PER_USER", 2),
+}
+
 DASHBOARD = {
     "WORKER_HEARTBEAT": env_float("WORKER_HEARTBEAT_EVERY", 10.0),
     "CHART_TTL": env_int("DASHBOARD_CHART_TTL", 30),
 }
 
 REPORTS = {
+    # Per report type, seconds: "sales-by-region=600,top-customers=300".
+    "TIME_LIMITS": env_int_map("REPORTS_TIME_LIMITS"),
     "CHUNK_ROWS": env_int("REPORTS_CHUNK_ROWS", 2000),
     "RESULT_CHUNK_BYTES": env_int("REPORTS_RESULT_CHUNK_BYTES", 512 * 1024),
 }
@@ -171,8 +182,15 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Periodic work: run one beat (`celery -A webfarm beat`, or the worker's -B).
 ACTIVITY_LOG_FILE = env_str("ACTIVITY_LOG_FILE", str(BASE_DIR / "var" / "activity.log"))
 
+REAP_EVERY = env_float("REAP_EVERY", 5.0)
 CELERY_BEAT_SCHEDULE = {
     "drain-sitelog": {"task": "activity.drain_sitelog", "schedule": env_float("ACTIVITY_DRAIN_EVERY", 5.0)},
+    # Reaping runs on any worker; while none is up, the sends expire instead of piling up.
+    "reap-lost-jobs": {
+        "task": "reports.reap_lost_jobs",
+        "schedule": REAP_EVERY,
+        "options": {"expires": 2 * REAP_EVERY},
+    },
     "harvest-counters": {
         "task": "stats.harvest_counters",
         "schedule": env_float("STATS_HARVEST_EVERY", 60.0),

@@ -43,12 +43,19 @@ class Report:
     # Soft limit (seconds): the job is stopped and shown as failed; the worker
     # process is killed HARD_LIMIT_GRACE seconds later if it does not stop.
     time_limit: ClassVar[int] = 30 * 60
+    # Run a job again (once) when its worker died under it. Only for reports
+    # that are safe to run twice: these only read and write their own result.
+    retry_on_lost: ClassVar[bool] = True
     # Relative cost of each stage, so percent moves evenly across them.
     stages: ClassVar[Sequence[tuple[str, float]]] = (
         ("reading orders", 85),
         ("aggregating", 5),
         ("writing file", 10),
     )
+
+    def time_limit_seconds(self) -> int:
+        """The soft time limit: settings.REPORTS["TIME_LIMITS"] may override the type's own."""
+        return int(settings.REPORTS.get("TIME_LIMITS", {}).get(self.name, self.time_limit))
 
     def params_from_form(self, cleaned: dict[str, Any]) -> dict[str, Any]:
         """Form data -> JSON-safe job parameters."""

@@ -79,7 +79,11 @@
           self.delay = MIN_DELAY;
           self.setNotice("");
           self.render(data);
-          if (FINAL[data.state]) {
+          if (data.state === "lost" && data.retried_as) {
+            // The worker died and the job runs again as a new one: follow it.
+            self.follow(data.job, data.retried_as);
+            self.schedule(MIN_DELAY);
+          } else if (FINAL[data.state]) {
             self.stopped = true;
             self.el.dispatchEvent(new CustomEvent("progress:final", { bubbles: true, detail: data }));
           } else {
@@ -94,6 +98,18 @@
         self.setNotice("Progress is temporarily unavailable; retrying…");
         self.schedule(jitter(wait));
       });
+  };
+
+  Bar.prototype.follow = function (from, to) {
+    // A page about the lost job (its reload on success) becomes the new job's page.
+    if (window.location.pathname.indexOf(from) !== -1) {
+      window.history.replaceState(null, "", window.location.pathname.replace(from, to));
+    }
+    this.url = this.url.replace(from, to);
+    this.el.setAttribute("data-progress-url", this.url);
+    this.etag = null;
+    var cancel = this.el.querySelector("form.cancel");
+    if (cancel) cancel.action = cancel.action.replace(from, to);
   };
 
   Bar.prototype.setNotice = function (text) {
@@ -119,6 +135,12 @@
     this.field("stage").textContent = FINAL[data.state] ? "" : data.stage || "";
     this.field("eta").textContent = FINAL[data.state] ? "" : formatEta(data.eta_seconds);
     this.field("message").textContent = data.message || "";
+    var retry = this.field("retry");
+    if (retry) {
+      retry.hidden = !(data.attempt > 1);
+      retry.textContent = data.attempt > 1
+        ? "Attempt " + data.attempt + ": running again because the worker of the last attempt stopped." : "";
+    }
     var error = this.field("error");
     error.textContent = data.error || "";
     error.hidden = !data.error;
@@ -151,8 +173,60 @@
     });
   };
 
+  // -- refusals: a 503 with Retry-After says when to try again ---------------
+
+  function countdown(el, seconds) {
+    var scope = el.closest("form") || el.parentNode;
+    var button = scope.querySelector("button[type=submit], [data-retry-link]");
+    var label = scope.querySelector("[data-countdown]") || document.querySelector("[data-countdown]");
+    var until = Date.now() + seconds * 1000;
+    if (button) { button.disabled = true; button.setAttribute("aria-disabled", "true"); }
+    (function tick() {
+      var left = Math.ceil((until - Date.now()) / 1000);
+      if (left > 0) {
+        if (label) label.textContent = "You can try again in " + left + " s.";
+        setTimeout(tick, 250);
+        return;
+      }
+      if (label) label.textContent = "You can try again now.";
+      if (button) { button.disabled = false; button.removeAttribute("aria-disabled"); }
+    })();
+  }
+
+  function enhanceStartForm(form) {
+    var refusal = form.querySelector("[data-refusal]");
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var button = form.querySelector("button[type=submit]");
+      if (button) button.disabled = true;
+      fetch(form.action || window.location.href, {
+        method: "POST",
+        body: new FormData(form),
+        headers: { Accept: "application/json" },
+        credentials: "same-origin",
+      }).then(function (response) {
+        if (response.status === 202) {
+          return response.json().then(function (data) { window.location.assign(data.job_url); });
+        }
+        if (response.status === 503 && refusal) {
+          var wait = parseFloat(response.headers.get("Retry-After")) || 5;
+          return response.json().then(function (data) {
+            refusal.textContent = data.error;
+            refusal.hidden = false;
+            countdown(refusal, wait);
+          });
+        }
+        form.submit();  // field errors and the rest: the server's own page
+      }).catch(function () { form.submit(); });
+    });
+  }
+
   var bars = [];
   function start() {
+    document.querySelectorAll("[data-retry-after]").forEach(function (el) {
+      countdown(el, parseFloat(el.getAttribute("data-retry-after")) || 5);
+    });
+    document.querySelectorAll("form[data-start-form]").forEach(enhanceStartForm);
     var nodes = document.querySelectorAll("[data-progress-url]");
     for (var i = 0; i < nodes.length; i++) {
       var bar = new Bar(nodes[i]);

@@ -1,0 +1,38 @@
+"""The limits app's settings: DEFAULTS overlaid by settings.LIMITS."""
+
+from functools import cache
+from typing import Any
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+DEFAULTS: dict[str, Any] = {
+    # Report jobs queued or running at once, farm-wide: per user, per report type.
+    "REPORTS_PER_USER": 2,
+    "REPORTS_PER_KIND": 4,
+    # Downloads streaming at once: farm-wide, per user.
+    "DOWNLOADS": 16,
+    "DOWNLOADS_PER_USER": 2,
+    # Quick tries before a refusal, and the pause after the first (grows linearly).
+    "ATTEMPTS": 3,
+    "PAUSE": 0.05,
+    # Seconds a queued job holds its slots without renewal (a web node that
+    # died between taking them and queueing the job frees them after this).
+    "QUEUED_LEASE": 600,
+    # Seconds a request holds its slot without renewal (streaming renews it).
+    "REQUEST_LEASE": 60,
+    # Retry-After when nothing better is known (seconds).
+    "RETRY_AFTER": 5,
+}
+
+
+@cache
+def get_config() -> dict[str, Any]:
+    return {**DEFAULTS, **getattr(settings, "LIMITS", {})}
+
+
+@receiver(setting_changed)
+def _reset_on_change(*, setting: str, **kwargs: Any) -> None:
+    if setting == "LIMITS":
+        get_config.cache_clear()

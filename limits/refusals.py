@@ -1,0 +1,41 @@
+"""Saying no: the counter, the activity-log line, and the 503 itself."""
+
+import logging
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from progress.http import json_error, wants_json
+from stats.counters import count
+
+activity = logging.getLogger("activity")
+
+
+def note_refusal(request: HttpRequest, reason: str, message: str, retry_after: int) -> None:
+    count("refused", reason=reason)
+    user = request.user.get_username() if request.user.is_authenticated else None
+    activity.warning(
+        "refused (%s): %s",
+        reason,
+        message,
+        extra={
+            "event": "refused",
+            "reason": reason,
+            "user": user,
+            "path": request.path,
+            "retry_after": retry_after,
+        },
+    )
+
+
+def refusal_response(request: HttpRequest, message: str, retry_after: int) -> HttpResponse:
+    """503 + Retry-After: JSON for fetch() callers, a page for browsers."""
+    if wants_json(request):
+        response = json_error(503, message, retry_after=retry_after)
+    else:
+        response = render(
+            request, "limits/busy.html", {"message": message, "retry_after": retry_after}, status=503
+        )
+        response["Retry-After"] = str(retry_after)
+        response["Cache-Control"] = "no-store"
+    return response

@@ -1,0 +1,194 @@
+"""Farm-wide limits in memcached: slots, leases, refusals, and the views that use them."""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from limits import slots
+from limits.slots import Lease, LimitReached, SlotsUnavailable, acquire
+from progress import services as progress_services
+from progress import store
+from progress.client import get_client
+from progress.models import Job
+from reports import results, services
+from reports.registry import get_report
+from stats import counters
+from tests.processes import free_port, wait_for
+from tests.together import run_together
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def alice():
+    return get_user_model().objects.create_user("alice", password="x")
+
+
+@pytest.fixture(autouse=True)
+def small_limits(settings):
+    settings.LIMITS = {**settings.LIMITS, "REPORTS_PER_USER": 2, "REPORTS_PER_KIND": 3, "PAUSE": 0.001}
+    counters.forget_known()
+
+
+# -- slots ----------------------------------------------------------------------------
+
+
+def test_n_slots_go_to_n_holders_and_the_next_is_refused_with_who_holds_them():
+    leases = [acquire([("reports", 2)], f"job{i}", ttl=60) for i in range(2)]
+    with pytest.raises(LimitReached) as refused:
+        acquire([("reports", 2)], "job2", ttl=60)
+    assert sorted(refused.value.holders) == ["job0", "job1"]
+    leases[0].release()
+    assert acquire([("reports", 2)], "job2", ttl=60).keys
+
+
+def test_all_scopes_or_none():
+    acquire([("kind", 1)], "other", ttl=60)
+    with pytest.raises(LimitReached) as refused:
+        acquire([("user", 5), ("kind", 1)], "mine", ttl=60)
+    assert refused.value.scope == "kind"
+    assert slots.holders("user", 5) == []  # the user slot taken first was given back
+
+
+def test_a_crashed_holder_loses_its_slot_when_the_lease_runs_out():
+    acquire([("crash", 1)], "dead", ttl=1)  # never renewed, never released
+    wait_for(lambda: slots.holders("crash", 1) == [], timeout=5, what="the lease to run out")
+    assert acquire([("crash", 1)], "next", ttl=60).keys
+
+
+def test_renewing_keeps_the_slot_and_takes_it_back_after_memcached_lost_it():
+    lease = acquire([("renew", 1)], "me", ttl=2)
+    slots._client(lease.keys[0]).delete(lease.keys[0])  # memcached restarted
+    lease.renew()
+    assert slots.holders("renew", 1) == ["me"]
+
+
+def test_release_only_frees_what_is_still_ours():
+    lease = acquire([("mine", 1)], "me", ttl=60)
+    slots._client(lease.keys[0]).set(lease.keys[0], b"someone-else")  # ours expired, and was retaken
+    lease.release()
+    assert slots.holders("mine", 1) == ["someone-else"]
+
+
+def test_transfer_hands_slots_over_without_a_gap():
+    lease = acquire([("hand", 1)], "lost-job", ttl=60)
+    again = lease.transfer("retry-job", ttl=60)
+    assert slots.holders("hand", 1) == ["retry-job"]
+    again.release()
+    assert slots.holders("hand", 1) == []
+
+
+def test_memcached_down_is_a_clear_error_not_an_unlimited_run(settings):
+    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    with pytest.raises(SlotsUnavailable):
+        acquire([("x", 1)], "me", ttl=60)
+    Lease(holder="me", ttl=5, keys=["slot:x:0"]).renew()  # never raises
+    Lease(holder="me", ttl=5, keys=["slot:x:0"]).release()
+
+
+def test_many_processes_racing_for_three_slots_get_exactly_three(
+    memcached_server, progress_on_real_memcached
+):
+    answers = run_together(
+        "tests.slot_worker", "1", count=12, servers=memcached_server, namespace=progress_on_real_memcached
+    )
+    assert sorted(answers) == ["refused"] * 9 + ["took"] * 3
+    assert len(slots.holders("race", 3)) == 3
+
+
+# -- report starts ---------------------------------------------------------------------------
+
+
+def _params() -> dict:
+    return {"date_from": "2024-01-01", "date_to": "2025-12-31"}
+
+
+RETURN_RATES = {"date_from": "2024-01-01", "date_to": "2025-12-31", "min_units": 1}
+JSON = {"HTTP_ACCEPT": "application/json"}
+
+
+def test_a_user_over_the_limit_is_refused_with_when_to_try_again(alice):
+    report = get_report("sales-by-region")
+    first = services.start_report(user=alice, report=report, params=_params())
+    services.start_report(user=alice, report=report, params=_params())
+    record = store.read(first.id)
+    record.eta_seconds = 12.3
+    store.write(record)
+    with pytest.raises(services.StartRefused) as refused:
+        services.start_report(user=alice, report=report, params=_params())
+    assert refused.value.reason == "reports-user"
+    assert refused.value.retry_after == 13  # the soonest ETA of the jobs in the way
+    assert "You already have 2 reports" in refused.value.message
+    assert Job.objects.count() == 2  # nothing recorded for the refused start
+
+
+def test_a_report_type_over_its_farm_limit_is_refused(alice):
+    report = get_report("top-customers")
+    users = [get_user_model().objects.create_user(f"u{i}", password="x") for i in range(4)]
+    for user in users[:3]:
+        services.start_report(user=user, report=report, params={**_params(), "top": 5, "region": ""})
+    with pytest.raises(services.StartRefused) as refused:
+        services.start_report(user=users[3], report=report, params={**_params(), "top": 5, "region": ""})
+    assert refused.value.reason == "reports-kind" and "3 times" in refused.value.message
+
+
+def test_slots_come_back_when_jobs_end_however_they_end(alice):
+    report = get_report("sales-by-region")
+    cancelled = services.start_report(user=alice, report=report, params=_params())
+    progress_services.cancel_job(job=cancelled)  # queued: ends at once
+    finished = services.start_report(user=alice, report=report, params=_params())
+    with progress_services.track_job(finished.id):
+        pass
+    assert slots.holders(f"reports-user:{alice.pk}", 2) == []
+    assert slots.holders("reports-kind:sales-by-region", 3) == []
+
+
+def test_refused_starts_answer_503_json_or_the_form_again_and_are_counted_and_logged(alice, caplog):
+    client = Client()
+    client.force_login(alice)
+    for _ in range(2):
+        assert client.post("/reports/return-rates/", RETURN_RATES).status_code == 302
+    ajax = client.post("/reports/return-rates/", RETURN_RATES, HTTP_ACCEPT="application/json")
+    assert ajax.status_code == 503 and int(ajax["Retry-After"]) >= 1
+    assert "You already have 2 reports" in ajax.json()["error"]
+    page = client.post("/reports/return-rates/", RETURN_RATES)
+    assert page.status_code == 503 and page["Retry-After"]
+    html = page.content.decode()
+    assert (
+        "You already have 2 reports" in html and 'data-retry-after="' in html and 'value="2024-01-01"' in html
+    )
+    refused = [r for r in caplog.records if r.name == "activity" and getattr(r, "event", "") == "refused"]
+    assert len(refused) == 2 and refused[0].reason == "reports-user"
+    assert int(get_client().get("c:refused|reason=reports-user")) == 2
+
+
+def test_with_memcached_down_a_start_is_refused_clearly(alice, settings):
+    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    client = Client()
+    client.force_login(alice)
+    response = client.post("/reports/return-rates/", RETURN_RATES, HTTP_ACCEPT="application/json")
+    assert response.status_code == 503 and "unavailable" in response.json()["error"]
+    assert not Job.objects.exists()
+
+
+# -- any view -------------------------------------------------------------------------------
+
+
+def test_downloads_are_limited_per_user_while_they_stream(alice, settings):
+    settings.LIMITS = {**settings.LIMITS, "DOWNLOADS_PER_USER": 1}
+    job = services.start_report(user=alice, report=get_report("return-rates"), params=RETURN_RATES)
+    with progress_services.track_job(job.id):
+        pass
+    results.save_bytes(job, "big.csv", "text/csv", b"x" * 3_000_000)
+    client = Client()
+    client.force_login(alice)
+    first = client.get(f"/jobs/{job.id}/files/big.csv")
+    assert first.status_code == 200
+    chunks = iter(first.streaming_content)
+    next(chunks, None)  # streaming: the slot is held
+    second = client.get(f"/jobs/{job.id}/files/big.csv", HTTP_ACCEPT="application/json")
+    assert (
+        second.status_code == 503 and second["Retry-After"] and "Too many downloads" in second.json()["error"]
+    )
+    first.close()  # the last byte sent (or the client gone): the slot is free
+    assert client.get(f"/jobs/{job.id}/files/big.csv").status_code == 200

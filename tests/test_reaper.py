@@ -1,0 +1,103 @@
+"""Jobs whose worker died: lost after the heartbeat's silence, run again once."""
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from limits import slots
+from progress import store
+from progress.client import get_client
+from progress.models import Job
+from progress.reaper import reap
+from progress.services import begin_job
+from reports import services
+from reports.registry import get_report
+from tests.processes import free_port
+
+pytestmark = pytest.mark.django_db
+
+PARAMS = {"date_from": "2024-01-01", "date_to": "2025-12-31"}
+
+
+@pytest.fixture(autouse=True)
+def quick_beats(settings):
+    settings.PROGRESS = {**settings.PROGRESS, "HEARTBEAT_INTERVAL": 1.0, "LOST_AFTER_BEATS": 3}
+
+
+@pytest.fixture
+def alice():
+    return get_user_model().objects.create_user("alice", password="x")
+
+
+def _running(user, kind: str = "sales-by-region", *, silent_for: float = 10.0) -> Job:
+    """A started job whose worker has been silent for `silent_for` seconds."""
+    params = {**PARAMS, "top": 5, "region": ""} if kind == "top-customers" else PARAMS
+    job = services.start_report(user=user, report=get_report(kind), params=params)
+    record = begin_job(job.id)
+    record.percent = 40.0
+    record.heartbeat_at = record.updated_at = time.time() - silent_for
+    store.write(record)
+    Job.objects.filter(pk=job.id).update(started_at=datetime.now(UTC) - timedelta(seconds=silent_for))
+    return job
+
+
+def test_a_silent_job_is_lost_and_run_again_once_in_its_own_slots(alice, django_capture_on_commit_callbacks):
+    job = _running(alice)
+    with django_capture_on_commit_callbacks() as sent:
+        assert services.reap_lost_jobs() == [job.id]
+    assert len(sent) == 1  # the retry's task goes out once the transaction is committed
+    lost = Job.objects.get(pk=job.id)
+    assert lost.state == "lost" and "stopped (no heartbeat for 3 s) at 40 %" in lost.error
+    again = Job.objects.get(retry_of=job.id)
+    assert (lost.retried_as, again.state, again.attempt) == (again.id, "queued", 2)
+    public = store.read(job.id).public()
+    assert public["state"] == "lost" and public["retried_as"] == again.id and public["final"]
+    # The retry holds the slots the lost job held; nobody could take them in between.
+    assert slots.holders(f"reports-user:{alice.pk}", 2) == [again.id]
+    assert services.reap_lost_jobs() == []  # nothing twice
+
+
+def test_a_retry_that_is_lost_too_stays_lost(alice):
+    job = _running(alice)
+    services.reap_lost_jobs()
+    again = Job.objects.get(retry_of=job.id)
+    record = begin_job(again.id)
+    record.heartbeat_at = time.time() - 10
+    store.write(record)
+    Job.objects.filter(pk=again.id).update(started_at=datetime.now(UTC) - timedelta(seconds=10))
+    assert services.reap_lost_jobs() == [again.id]
+    assert not Job.objects.filter(retry_of=again.id).exists()
+    assert slots.holders(f"reports-user:{alice.pk}", 2) == []  # released: no one takes over
+
+
+def test_report_types_that_must_not_run_twice_are_not_retried(alice, monkeypatch):
+    monkeypatch.setattr(type(get_report("top-customers")), "retry_on_lost", False)
+    job = _running(alice, "top-customers")
+    assert services.reap_lost_jobs() == [job.id]
+    assert not Job.objects.filter(retry_of=job.id).exists()
+    assert "run again" not in Job.objects.get(pk=job.id).error
+
+
+def test_a_beating_job_is_left_alone(alice):
+    job = _running(alice, silent_for=0.5)
+    Job.objects.filter(pk=job.id).update(started_at=datetime.now(UTC) - timedelta(seconds=60))
+    assert reap() == []
+    assert Job.objects.get(pk=job.id).state == "running"
+
+
+def test_with_memcached_down_nobody_is_declared_lost(alice, settings):
+    job = _running(alice)
+    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    assert reap() == []
+    assert Job.objects.get(pk=job.id).state == "running"
+
+
+def test_a_missing_record_gets_one_silence_of_grace(alice):
+    job = _running(alice)
+    get_client().delete(store.record_key(job.id))  # evicted, or memcached restarted
+    now = time.time()
+    assert reap(now=now) == []  # memcached restarted? a live job writes it again
+    assert reap(now=now + 4) == [job.id]
+    assert Job.objects.get(pk=job.id).state == "lost"
