@@ -16,7 +16,7 @@ DEFAULTS: dict[str, Any] = {
     "DOWNLOADS_PER_USER": 2,
     # Quick tries before a refusal, and the pause after the first (grows linearly).
     "ATTEMPTS": 3,
-    "PAUSE": 0.05,
+    "PAUSE": 0.001,
     # Seconds a queued job holds its slots without renewal (a web node that
     # died between taking them and queueing the job frees them after this).
     "QUEUED_LEASE": 600,

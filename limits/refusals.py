@@ -28,14 +28,18 @@ def note_refusal(request: HttpRequest, reason: str, message: str, retry_after: i
     )
 
 
-def refusal_response(request: HttpRequest, message: str, retry_after: int) -> HttpResponse:
+def refusal_response(
+    request: HttpRequest, message: str, retry_after: int, *, template: str = "limits/busy.html", context=None
+) -> HttpResponse:
     """503 + Retry-After: JSON for fetch() callers, a page for browsers."""
     if wants_json(request):
         response = json_error(503, message, retry_after=retry_after)
     else:
-        response = render(
-            request, "limits/busy.html", {"message": message, "retry_after": retry_after}, status=503
-        )
+        context = {"message": message, "retry_after": retry_after, **(context or {})}
+        response = render(request, template, context, status=503)
         response["Retry-After"] = str(retry_after)
         response["Cache-Control"] = "no-store"
+    # A refusal is the farm working as meant: note_refusal logged it once, as
+    # itself; Django would log every one again as a server error.
+    response._has_been_logged = True
     return response

@@ -102,16 +102,22 @@ def acquire(
     lease = Lease(holder=holder, ttl=ttl)
     try:
         for attempt in range(attempts):
-            refusal = None
-            for scope, limit in scopes:
-                key, holders = _take(scope, limit, holder, ttl)
-                if key is None:
-                    refusal = LimitReached(scope, limit, holders)
-                    break
-                lease.keys.append(key)
+            # Look at every scope first (one get_many each): a full one refuses
+            # before anything is taken, so a refusal writes nothing.
+            held = {scope: _held(scope, limit) for scope, limit in scopes}
+            refusal = next(
+                (LimitReached(s, n, list(held[s].values())) for s, n in scopes if len(held[s]) >= n), None
+            )
             if refusal is None:
-                return lease
-            lease.release()
+                for scope, limit in scopes:
+                    key = _take(scope, limit, holder, ttl, held[scope])
+                    if key is None:  # others took the free slots meanwhile
+                        refusal = LimitReached(scope, limit, list(_held(scope, limit).values()))
+                        break
+                    lease.keys.append(key)
+                if refusal is None:
+                    return lease
+                lease.release()
             if attempt < attempts - 1:
                 time.sleep(pause * (attempt + 1))
     except (MemcacheError, OSError) as exc:
@@ -120,22 +126,24 @@ def acquire(
     raise refusal
 
 
-def _take(scope: str, limit: int, holder: str, ttl: int) -> tuple[str | None, list[str]]:
-    keys = slot_keys(scope, limit)
-    client = server_client(f"slot:{scope}")
-    held = client.get_many(keys)
-    free = [key for key in keys if key not in held]
+def _held(scope: str, limit: int) -> dict[str, str]:
+    found = server_client(f"slot:{scope}").get_many(slot_keys(scope, limit))
+    return {key: value.decode() for key, value in found.items()}
+
+
+def _take(scope: str, limit: int, holder: str, ttl: int, held: dict[str, str]) -> str | None:
+    free = [key for key in slot_keys(scope, limit) if key not in held]
     random.shuffle(free)  # takers racing for the same first key would mostly lose
+    client = server_client(f"slot:{scope}")
     for key in free:
         if client.add(key, holder.encode(), expire=ttl):
-            return key, []
-    return None, [value.decode() for value in client.get_many(keys).values()]
+            return key
+    return None
 
 
 def holders(scope: str, limit: int) -> list[str]:
     """Who holds the scope's slots now (dashboard, tests)."""
     try:
-        client = server_client(f"slot:{scope}")
-        return [value.decode() for value in client.get_many(slot_keys(scope, limit)).values()]
+        return list(_held(scope, limit).values())
     except (MemcacheError, OSError) as exc:
         raise SlotsUnavailable(f"memcached unreachable: {exc}") from exc

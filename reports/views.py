@@ -69,13 +69,11 @@ def start(request: HttpRequest, kind: str) -> HttpResponse:
         )
     except services.StartRefused as refusal:
         note_refusal(request, refusal.reason, refusal.message, refusal.retry_after)
-        if wants_json(request):
-            return refusal_response(request, refusal.message, refusal.retry_after)
-        # The form again, filled in, saying why and when to try again.
+        # Browsers get the form again, filled in, saying why and when to try again.
         context = {"report": report, "form": form, "refusal": refusal}
-        response = render(request, "reports/start.html", context, status=503)
-        response["Retry-After"] = str(refusal.retry_after)
-        return response
+        return refusal_response(
+            request, refusal.message, refusal.retry_after, template="reports/start.html", context=context
+        )
     except ProgressUnavailable:
         return _unavailable(request, "The progress store is unavailable, so the job was not started.")
     except services.BrokerUnavailable:

@@ -190,5 +190,8 @@ def test_downloads_are_limited_per_user_while_they_stream(alice, settings):
     assert (
         second.status_code == 503 and second["Retry-After"] and "Too many downloads" in second.json()["error"]
     )
+    page = client.get(f"/jobs/{job.id}/files/big.csv")  # a browser: a page that counts down
+    assert page.status_code == 503 and b"Busy right now" in page.content
+    assert b"data-retry-after" in page.content
     first.close()  # the last byte sent (or the client gone): the slot is free
     assert client.get(f"/jobs/{job.id}/files/big.csv").status_code == 200

@@ -133,6 +133,9 @@ LIMITS = {
     "REPORTS_PER_KIND": env_int("LIMIT_REPORTS_PER_KIND", 4),
     "DOWNLOADS": env_int("LIMIT_DOWNLOADS", 16),
     "DOWNLOADS_PER_USER": env_int("LIMIT_DOWNLOADS_PER_USER", 2),
+    # Quick tries before a refusal, the first pause between them (grows linearly).
+    "ATTEMPTS": env_int("LIMIT_ATTEMPTS", 3),
+    "PAUSE": env_float("LIMIT_PAUSE", 0.001),
 }
 
 DASHBOARD = {

@@ -95,7 +95,7 @@
         self.errors += 1;
         var wait = Math.min(MIN_DELAY * Math.pow(2, self.errors), ERROR_MAX);
         if (err && err.retryAfter > 0) wait = Math.max(wait, err.retryAfter * 1000);
-        self.setNotice("Progress is temporarily unavailable; retrying…");
+        self.setNotice("Progress is temporarily unavailable; retrying in " + Math.max(1, Math.round(wait / 1000)) + " s…");
         self.schedule(jitter(wait));
       });
   };
