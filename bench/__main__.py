@@ -1,6 +1,6 @@
 """`make bench`: every benchmark, each against a baseline measured in the same run."""
 
-from bench import celery_broker, endpoint, publish, queue, shedding
+from bench import celery_broker, dashboard, endpoint, publish, queue, shedding
 
 
 def main() -> None:
@@ -13,6 +13,8 @@ def main() -> None:
     print(celery_broker.report(celery_broker.run()), flush=True)
     print()
     print(shedding.report(shedding.run()), flush=True)
+    print()
+    print(dashboard.report(dashboard.run()), flush=True)
 
 
 if __name__ == "__main__":

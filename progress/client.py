@@ -14,29 +14,33 @@ from pymemcache.exceptions import MemcacheUnexpectedCloseError
 from progress.conf import get_config
 
 # A connection memcached closed (it restarted) fails once, when next used,
-# before any server saw the request: one more try on a fresh connection is
-# safe, and spares the first caller after a restart a needless error.
+# before any server saw the request: another try on a fresh connection is safe
+# and spares the first callers after a restart a needless error. A pool holds
+# one such connection per thread that used it, each dropped as it fails, so a
+# pooled client tries once more than it has idle connections.
 _STALE_CONNECTION = (MemcacheUnexpectedCloseError, BrokenPipeError, ConnectionResetError)
 
 
-def _once_more(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    try:
-        return call(*args, **kwargs)
-    except _STALE_CONNECTION:
-        return call(*args, **kwargs)
+def _past_stale_connections(call: Callable[..., Any], *args: Any, tries: int = 2, **kwargs: Any) -> Any:
+    for _ in range(tries - 1):
+        try:
+            return call(*args, **kwargs)
+        except _STALE_CONNECTION:
+            continue
+    return call(*args, **kwargs)
 
 
 class ReconnectingClient(Client):
-    """pymemcache's Client, retrying once on a connection found dead."""
+    """pymemcache's Client, trying again on a connection found dead."""
 
     def _fetch_cmd(self, *args: Any, **kwargs: Any) -> Any:
-        return _once_more(super()._fetch_cmd, *args, **kwargs)
+        return _past_stale_connections(super()._fetch_cmd, *args, **kwargs)
 
     def _store_cmd(self, *args: Any, **kwargs: Any) -> Any:
-        return _once_more(super()._store_cmd, *args, **kwargs)
+        return _past_stale_connections(super()._store_cmd, *args, **kwargs)
 
     def _misc_cmd(self, *args: Any, **kwargs: Any) -> Any:
-        return _once_more(super()._misc_cmd, *args, **kwargs)
+        return _past_stale_connections(super()._misc_cmd, *args, **kwargs)
 
 
 class StableHashClient(HashClient):
@@ -55,7 +59,9 @@ class StableHashClient(HashClient):
 
     def _safely_run_func(self, client: Any, func: Any, default_val: Any, *args: Any, **kwargs: Any) -> Any:
         # The pool drops the dead connection (destroy_on_fail): the retry gets a new one.
-        return _once_more(super()._safely_run_func, client, func, default_val, *args, **kwargs)
+        idle = len(getattr(getattr(client, "client_pool", None), "free", ()))
+        run = super()._safely_run_func
+        return _past_stale_connections(run, client, func, default_val, *args, tries=idle + 2, **kwargs)
 
     def __del__(self) -> None:
         # reset_client() closes a client that another thread (a log shipper, a

@@ -1,5 +1,7 @@
 """The memcached client: namespace, replies, servers, and no re-hashing on failure."""
 
+import threading
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from pymemcache.client.base import Client
@@ -81,6 +83,19 @@ def test_the_first_call_after_a_memcached_restart_succeeds(tmp_path, settings):
     ring, plain = get_client(), server_client("slot:x")
     try:
         assert ring.set("a", b"1") and plain.set("b", b"2")
+        # Several threads at once leave several pooled connections behind.
+        barrier = threading.Barrier(4)
+
+        def hold_a_connection() -> None:
+            barrier.wait()
+            ring.get_many(["a", "b"])
+            barrier.wait()
+
+        threads = [threading.Thread(target=hold_a_connection) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
         process.stop()
         process, _ = processes.memcached(tmp_path, port=int(address.rsplit(":", 1)[1]))
         assert ring.get("a") is None and ring.set("a", b"3")  # empty, but answering at once

@@ -84,6 +84,10 @@ def test_memcached_stopped_mid_job_and_started_again(farm):
         restarted, _ = processes.memcached(farm.dir, port=port)
         farm.replace(farm.memcached, restarted)
 
+    # The first polls after the restart are answered: connections memcached
+    # closed are replaced, not passed on to the users as errors.
+    for node in (farm.node_a, farm.node_b):
+        assert bob.get(f"/progress/{job}/", node=node).status_code == 200
     final = bob.wait_until(job, lambda p: p["final"], timeout=240, what="the job to finish after the outage")
     assert final["state"] == "succeeded", final
     # The result is the same as an undisturbed run's.
