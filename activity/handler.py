@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Any
 
+from progress.client import client_epoch
 from queues.core import Queue
 from queues.exceptions import QueueError
 from stats.counters import count
@@ -48,8 +49,11 @@ class MemcachedShipper(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         target = getattr(self._local, "queue", None)
-        if target is None:
+        if target is None or self._local.epoch != client_epoch():
+            # New settings (another memcached, another namespace): a fresh queue
+            # object, with no generation or reserved indexes from the old one.
             target = self._local.queue = Queue(self.queue_name)
+            self._local.epoch = client_epoch()
         try:
             target.put(json.dumps(entry(record), default=str).encode())
         except QueueError:

@@ -14,6 +14,8 @@ DEFAULTS: dict[str, Any] = {
     # Downloads streaming at once: farm-wide, per user.
     "DOWNLOADS": 16,
     "DOWNLOADS_PER_USER": 2,
+    # Vote requests being handled at once, farm-wide.
+    "VOTES": 64,
     # Quick tries before a refusal, and the pause after the first (grows linearly).
     "ATTEMPTS": 3,
     "PAUSE": 0.001,

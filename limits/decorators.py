@@ -25,8 +25,16 @@ View = Callable[..., HttpResponse]
 
 
 def limit_concurrency(
-    name: str, *, total: str | None = None, per_user: str | None = None, message: str = ""
+    name: str,
+    *,
+    total: str | None = None,
+    per_user: str | None = None,
+    message: str = "",
+    fail_open: bool = False,
 ) -> Callable[[View], View]:
+    """fail_open: with memcached away, run the view unlimited rather than
+    refuse (for views that have a fallback of their own, like votes)."""
+
     def decorate(view: View) -> View:
         @wraps(view)
         def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
@@ -50,6 +58,8 @@ def limit_concurrency(
                 note_refusal(request, refusal.scope.split(":")[0], text, retry_after)
                 return refusal_response(request, text, retry_after)
             except SlotsUnavailable:
+                if fail_open:
+                    return view(request, *args, **kwargs)
                 text = f"The farm cannot check its {name} limit right now; try again in {retry_after} s."
                 note_refusal(request, "limits_unavailable", text, retry_after)
                 return refusal_response(request, text, retry_after)

@@ -64,9 +64,8 @@ class StableHashClient(HashClient):
         return _past_stale_connections(run, client, func, default_val, *args, tries=idle + 2, **kwargs)
 
     def __del__(self) -> None:
-        # reset_client() closes a client that another thread (a log shipper, a
-        # heartbeat) may still be using: such a thread reconnects, and the
-        # sockets must not outlive the client.
+        # reset_client() drops clients without closing them (another thread may
+        # be using one): the last one to let go closes the connections.
         with contextlib.suppress(Exception):
             self.close()
 
@@ -124,12 +123,12 @@ def get_client() -> StableHashClient:
 
 def reset_client() -> None:
     with _lock:
-        for client in _clients.values():
-            client.close()
+        # Not closed here: another thread (a log shipper, a heartbeat) may be
+        # in the middle of a call, and a pool cleared under it loses track of
+        # the connection it reopens. Dropped, the client closes its
+        # connections when the last user lets go of it (__del__).
         _clients.clear()
-        for client in _server_clients:
-            client.close()
-        _server_clients.clear()
+        # Each thread closes its own server clients of older epochs (server_client).
         global _epoch
         _epoch += 1
 
@@ -147,7 +146,6 @@ def client_options(ring: StableHashClient | None = None) -> dict:
 
 _local = threading.local()
 _POOL_OPTIONS = {"max_pool_size", "pool_idle_timeout", "lock_generator"}
-_server_clients: list[Client] = []  # every thread's, so reset_client() can close them
 _epoch = 0
 
 
@@ -164,12 +162,16 @@ def server_client(route_key: str, ring: StableHashClient | None = None) -> Clien
         raise ImproperlyConfigured("MEMCACHED_SERVERS names no server")
     cache: dict[tuple, Client] = _local.__dict__.setdefault("clients", {})
     # A forked child inherits this thread's sockets: key by pid too. The epoch
-    # retires every thread's entries when reset_client() closes them.
-    slot = (os.getpid(), _epoch, id(ring), server)
+    # retires every thread's entries when reset_client() replaces the clients;
+    # each thread closes its own retired ones (never another thread's, which
+    # may be in the middle of a call).
+    pid = os.getpid()
+    slot = (pid, _epoch, id(ring), server)
     client = cache.get(slot)
     if client is None:
+        for old in [key for key in cache if key[0] == pid and key[1] != _epoch]:
+            with contextlib.suppress(Exception):
+                cache.pop(old).close()
         client = ReconnectingClient(ring.clients[server].server, **client_options(ring))
         cache[slot] = client
-        with _lock:
-            _server_clients.append(client)
     return client

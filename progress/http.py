@@ -1,12 +1,15 @@
 """What the machine-facing views share: JSON errors and bearer tokens."""
 
+import hashlib
 import hmac
+import json
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.utils.cache import get_conditional_response
 from django.views.decorators.csrf import csrf_exempt
 
 View = Callable[..., HttpResponse]
@@ -17,6 +20,19 @@ def json_error(status: int, message: str, *, retry_after: int | None = None) -> 
     response["Cache-Control"] = "no-store"
     if retry_after is not None:
         response["Retry-After"] = str(retry_after)
+    return response
+
+
+def json_polled(request: HttpRequest, document: object) -> HttpResponse:
+    """A JSON document that clients poll: an ETag (304 when unchanged) and
+    no-store, since a cached copy would freeze whatever shows it."""
+    body = json.dumps(document, separators=(",", ":")).encode()
+    etag = f'"{hashlib.blake2b(body, digest_size=12).hexdigest()}"'
+    response = get_conditional_response(request, etag=etag) or HttpResponse(
+        body, content_type="application/json"
+    )
+    response["ETag"] = etag
+    response["Cache-Control"] = "no-store"
     return response
 
 

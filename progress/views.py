@@ -1,14 +1,10 @@
-import hashlib
-import json
-
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
-from django.utils.cache import get_conditional_response
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST, require_safe
 
 from progress import selectors, services
 from progress.exceptions import ProgressUnavailable
-from progress.http import json_error, wants_json
+from progress.http import json_error, json_polled, wants_json
 from progress.ids import is_valid_job_id
 from progress.models import Job
 from stats.counters import count_soon
@@ -35,15 +31,7 @@ def progress_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     if record is None:
         return json_error(404, "No such job.")
     count_soon("progress_polls")
-    body = json.dumps(record.public(), separators=(",", ":")).encode()
-    etag = f'"{hashlib.blake2b(body, digest_size=12).hexdigest()}"'
-    response = get_conditional_response(request, etag=etag) or HttpResponse(
-        body, content_type="application/json"
-    )
-    response["ETag"] = etag
-    # Every poll must reach a node: a cached copy would freeze the bar.
-    response["Cache-Control"] = "no-store"
-    return response
+    return json_polled(request, record.public())
 
 
 @require_POST

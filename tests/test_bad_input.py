@@ -6,6 +6,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from polls.models import Poll
 from progress import services
 from tests.hostile import HOSTILE
 
@@ -36,6 +37,9 @@ def test_hostile_ids_and_names_in_urls(client_and_job, value):
         "download": client.get(f"/jobs/{job.id}/files/{segment}"),
         "report form": client.get(f"/reports/{segment}/"),
         "report start": client.post(f"/reports/{segment}/", {"date_from": "2024-01-01"}),
+        "poll": client.get(f"/polls/{segment}/"),
+        "poll results": client.get(f"/polls/{segment}/results.json"),
+        "vote": client.post(f"/polls/{segment}/vote/", {"choice": "1"}),
     }
     for what, response in responses.items():
         assert 400 <= response.status_code < 500, (what, value, response.status_code)
@@ -54,6 +58,15 @@ def test_hostile_report_parameters(client_and_job, value):
         response = client.post("/reports/top-customers/", params, HTTP_ACCEPT="application/json")
         assert response.status_code == 400, (params, response.status_code)
         assert response.json()["error"] == "Invalid parameters."
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_hostile_votes(client_and_job, value):
+    client, _ = client_and_job
+    poll = Poll.objects.create(question="q")
+    poll.choices.create(text="a")
+    response = client.post(f"/polls/{poll.id}/vote/", {"choice": value}, HTTP_ACCEPT="application/json")
+    assert response.status_code == 400 and response.json()["error"]
 
 
 def test_reversed_date_range_is_refused_with_a_reason(client_and_job):

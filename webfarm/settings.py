@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "activity",
     "dashboard",
     "limits",
+    "polls",
 ]
 
 MIDDLEWARE = [
@@ -134,8 +135,13 @@ LIMITS = {
     "DOWNLOADS": env_int("LIMIT_DOWNLOADS", 16),
     "DOWNLOADS_PER_USER": env_int("LIMIT_DOWNLOADS_PER_USER", 2),
     # Quick tries before a refusal, the first pause between them (grows linearly).
+    "VOTES": env_int("LIMIT_VOTES", 64),
     "ATTEMPTS": env_int("LIMIT_ATTEMPTS", 3),
     "PAUSE": env_float("LIMIT_PAUSE", 0.001),
+}
+
+POLLS = {
+    "ANONYMOUS_PER_ADDRESS": env_int("POLLS_ANONYMOUS_PER_ADDRESS", 20),
 }
 
 DASHBOARD = {
@@ -193,6 +199,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "reports.reap_lost_jobs",
         "schedule": REAP_EVERY,
         "options": {"expires": 2 * REAP_EVERY},
+    },
+    "flush-votes": {
+        "task": "polls.flush_votes",
+        "schedule": env_float("POLLS_FLUSH_EVERY", 2.0),
+        "options": {"expires": 10},
     },
     "harvest-counters": {
         "task": "stats.harvest_counters",

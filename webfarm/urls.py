@@ -9,5 +9,6 @@ urlpatterns = [
     path("progress/", include("progress.urls")),
     path("queues/", include("queues.urls")),
     path("stats/", include("stats.urls")),
+    path("polls/", include("polls.urls")),
     path("", include("reports.urls")),
 ]

@@ -1,0 +1,154 @@
+"""Polls on a real memcached: votes through the queue, exactly once into the
+database, a database fallback, and what makes voting twice hard."""
+
+import time
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.utils import timezone
+
+from polls import services
+from polls.models import Poll, Vote
+from progress.client import get_client
+from queues.core import Queue
+from tests.processes import free_port
+
+pytestmark = pytest.mark.django_db
+
+JSON = {"HTTP_ACCEPT": "application/json"}
+
+
+@pytest.fixture(autouse=True)
+def quick_queue(settings):
+    settings.QUEUES = {**settings.QUEUES, "VISIBILITY_TIMEOUT": 1, "RECOVER_INTERVAL": 0.0}
+
+
+@pytest.fixture
+def poll() -> Poll:
+    poll = Poll.objects.create(question="Tabs or spaces?")
+    for position, text in enumerate(["Tabs", "Spaces", "Both"]):
+        poll.choices.create(text=text, position=position)
+    return poll
+
+
+def _user_client(name: str) -> Client:
+    client = Client()
+    client.force_login(get_user_model().objects.create_user(name, password="x"))
+    return client
+
+
+def _choice(poll: Poll, n: int) -> int:
+    return list(poll.choices.all())[n].id
+
+
+def _db_totals(poll: Poll) -> list[int]:
+    return list(services.db_totals(poll).values())
+
+
+def test_a_vote_goes_through_memcached_and_lands_in_the_database_once(poll):
+    alice = _user_client("alice")
+    response = alice.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 1)}, **JSON)
+    assert response.status_code == 200 and response.json() == {"accepted": True, "via": "queue"}
+    assert not Vote.objects.exists()  # the request path did not write the database
+    again = alice.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 0)}, **JSON)
+    assert again.status_code == 409 and "already voted" in again.json()["error"]
+    assert services.flush_all()["stored"] == 1
+    assert services.flush_all()["stored"] == 0
+    assert _db_totals(poll) == [0, 1, 0]
+    results = alice.get(f"/polls/{poll.id}/results.json").json()
+    assert results["live"] and [c["votes"] for c in results["choices"]] == [0, 1, 0]
+
+
+def test_a_flush_interrupted_between_writing_and_acknowledging_stores_nothing_twice(poll, monkeypatch):
+    for i in range(30):
+        _user_client(f"v{i}").post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, i % 3)}, **JSON)
+
+    def killed(self, receipts):
+        raise RuntimeError("flusher killed after writing, before acknowledging")
+
+    monkeypatch.setattr(Queue, "ack_many", killed)
+    with pytest.raises(RuntimeError):
+        services.flush()
+    assert Vote.objects.count() == 30
+    monkeypatch.undo()
+    # The votes come back once their claims expire; written again, stored once.
+    deadline = time.monotonic() + 10  # poll with a deadline: redelivery after the 1 s visibility
+    while Queue(services.get_config()["QUEUE"]).stats()["acked"] < 30 and time.monotonic() < deadline:
+        services.flush()
+    assert Vote.objects.count() == 30 and _db_totals(poll) == [10, 10, 10]
+
+
+def test_with_memcached_away_votes_go_straight_to_the_database(poll, settings, memcached_server):
+    alice = _user_client("alice")
+    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    response = alice.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 2)}, **JSON)
+    assert response.status_code == 200 and response.json()["via"] == "direct"
+    assert alice.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 0)}, **JSON).status_code == 409
+    results = alice.get(f"/polls/{poll.id}/results.json").json()
+    assert not results["live"] and results["votes"] == 1  # from the database meanwhile
+    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [memcached_server]}
+    done = services.flush_all()
+    assert done["rebuilt"] == 1  # the running totals come from the database
+    assert alice.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 0)}, **JSON).status_code == 409
+    assert _db_totals(poll) == [0, 0, 1]
+    assert [c["votes"] for c in alice.get(f"/polls/{poll.id}/results.json").json()["choices"]] == [0, 0, 1]
+
+
+def test_running_totals_rebuild_from_the_database_after_memcached_loses_them(poll):
+    for i in range(6):
+        _user_client(f"v{i}").post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, i % 2)}, **JSON)
+    services.flush_all()
+    client = get_client()
+    for choice in poll.choices.all():
+        client.delete(services.total_key(poll.id, choice.id))
+    client.delete(services.built_key(poll.id))  # as a restart would
+    assert Client().get(f"/polls/{poll.id}/results.json").json()["live"] is False
+    assert services.flush_all()["rebuilt"] == 1
+    results = Client().get(f"/polls/{poll.id}/results.json").json()
+    assert results["live"] and [c["votes"] for c in results["choices"]] == [3, 3, 0]
+
+
+def test_anonymous_voters_are_known_by_a_signed_cookie_and_limited_per_address(poll, settings):
+    settings.POLLS = {**settings.POLLS, "ANONYMOUS_PER_ADDRESS": 4}  # attempts, refused ones too
+    visitor = Client()
+    first = visitor.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 0)}, **JSON)
+    assert first.status_code == 200 and "poll_voter" in first.cookies
+    assert visitor.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 0)}, **JSON).status_code == 409
+    forged = Client()
+    forged.cookies["poll_voter"] = "someone-else"  # unsigned: ignored, a new voter id
+    assert forged.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 1)}, **JSON).status_code == 200
+    assert Client().post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 1)}, **JSON).status_code == 200
+    over = Client().post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 1)}, **JSON)
+    assert over.status_code == 429 and "Too many votes" in over.json()["error"]
+
+
+def test_closed_polls_foreign_choices_and_bad_ids_are_clear_4xx(poll):
+    alice = _user_client("alice")
+    other = Poll.objects.create(question="Other")
+    foreign = other.choices.create(text="x").id
+    assert alice.post(f"/polls/{poll.id}/vote/", {"choice": foreign}, **JSON).status_code == 400
+    assert alice.post(f"/polls/{poll.id}/vote/", {"choice": "x" * 5000}, **JSON).status_code == 400
+    assert alice.post(f"/polls/{poll.id}/vote/", {"choice": "9" * 40}, **JSON).status_code == 400
+    assert alice.get("/polls/99999999999999999999999/").status_code == 404
+    assert alice.post("/polls/99999999999999999999999/vote/", {"choice": 1}, **JSON).status_code == 404
+    Poll.objects.filter(pk=poll.id).update(ends_at=timezone.now())
+    closed = alice.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 0)}, **JSON)
+    assert closed.status_code == 403 and "closed" in closed.json()["error"]
+
+
+def test_votes_are_csrf_protected_and_the_page_shows_live_bars(poll):
+    strict = Client(enforce_csrf_checks=True)
+    assert strict.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 0)}).status_code == 403
+    page = strict.get(f"/polls/{poll.id}/")
+    assert (
+        page.status_code == 200
+        and b'role="progressbar"' in page.content
+        and b"data-results-url" in page.content
+    )
+    token = page.cookies["csrftoken"].value
+    voted = strict.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 0), "csrfmiddlewaretoken": token})
+    assert voted.status_code == 302 and voted["Location"].endswith("?voted=1")
+    results = strict.get(f"/polls/{poll.id}/results.json")
+    again = strict.get(f"/polls/{poll.id}/results.json", HTTP_IF_NONE_MATCH=results["ETag"])
+    assert again.status_code == 304
