@@ -98,6 +98,10 @@ def _cast_in_memcached(ballot: Ballot, vote: dict[str, Any]) -> str:
     marker = _marker(ballot.poll.id, ballot.voter)
     if not client.add(marker, vote["id"].encode(), expire=config["MARKER_TTL"]):
         raise VoteRefused(409, "You have already voted in this poll.")
+    if client.get(built_key(ballot.poll.id)) is None and _voted_in_database(ballot):
+        # memcached lost this poll's markers (restarted) and they are not
+        # rebuilt yet: the database knows the votes flushed before.
+        raise VoteRefused(409, "You have already voted in this poll.")
     try:
         Queue(config["QUEUE"]).put(json.dumps(vote).encode())
     except BaseException:
@@ -107,6 +111,10 @@ def _cast_in_memcached(ballot: Ballot, vote: dict[str, Any]) -> str:
     client.incr(total_key(ballot.poll.id, ballot.choice_id), 1)
     count("poll_votes", via="queue")
     return "queue"
+
+
+def _voted_in_database(ballot: Ballot) -> bool:
+    return Vote.objects.filter(poll_id=ballot.poll.id, voter=ballot.voter).exists()
 
 
 def _rate_limit(client: Any, address: str) -> None:
@@ -201,7 +209,8 @@ def sync_direct_votes() -> int:
 
 def rebuild_totals(poll: Poll) -> bool:
     """Set the running totals from the database once every queued vote is in
-    it (the flusher holds the only claims). Returns whether it did."""
+    it (the flusher holds the only claims), and the voters' markers with them.
+    Returns whether it did."""
     if Queue(get_config()["QUEUE"]).stats()["ready"]:
         return False
     client = get_client()
@@ -211,6 +220,11 @@ def rebuild_totals(poll: Poll) -> bool:
         Vote.objects.filter(poll=poll, synced=False).update(synced=True)
     for choice_id, total in totals.items():
         client.set(total_key(poll.id, choice_id), str(total).encode())
+    ttl = get_config()["MARKER_TTL"]
+    voters = poll.votes.values_list("voter", "id")
+    for start in range(0, voters.count(), 1000):
+        batch = {_marker(poll.id, voter): vote_id.encode() for voter, vote_id in voters[start : start + 1000]}
+        client.set_many(batch, expire=ttl)
     client.set(built_key(poll.id), b"1")
     return True
 

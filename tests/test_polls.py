@@ -109,6 +109,18 @@ def test_running_totals_rebuild_from_the_database_after_memcached_loses_them(pol
     assert results["live"] and [c["votes"] for c in results["choices"]] == [3, 3, 0]
 
 
+def test_a_voter_whose_marker_memcached_lost_still_cannot_vote_twice(poll):
+    alice = _user_client("alice")
+    alice.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 0)}, **JSON)
+    services.flush_all()
+    get_client().flush_all()  # memcached restarted: markers and totals gone
+    again = alice.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 1)}, **JSON)
+    assert again.status_code == 409  # the database knew, until the markers are rebuilt
+    assert services.flush_all()["rebuilt"] == 1
+    assert alice.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 1)}, **JSON).status_code == 409
+    assert _db_totals(poll) == [1, 0, 0]
+
+
 def test_anonymous_voters_are_known_by_a_signed_cookie_and_limited_per_address(poll, settings):
     settings.POLLS = {**settings.POLLS, "ANONYMOUS_PER_ADDRESS": 4}  # attempts, refused ones too
     visitor = Client()
