@@ -20,7 +20,7 @@ from pymemcache.exceptions import MemcacheError
 
 from dashboard.conf import get_config
 from progress.client import get_client
-from progress.lists import add_member, members
+from progress.lists import add_member, members, remove_members
 
 logger = logging.getLogger(__name__)
 
@@ -118,9 +118,9 @@ def live_workers(now: float | None = None) -> list[dict[str, Any]]:
     client = get_client()
     ids = members(client, REGISTRY)
     found = client.get_many([_key(i) for i in ids]) if ids else {}
-    gone = [i for i in ids if _key(i) not in found]
-    if gone:
-        _unlist(client, set(gone))
+    gone = {i for i in ids if _key(i) not in found}
+    if gone:  # their records expired: a day without a beat
+        remove_members(client, REGISTRY, gone)
     workers = []
     for raw in found.values():
         record = json.loads(raw)
@@ -129,12 +129,3 @@ def live_workers(now: float | None = None) -> list[dict[str, Any]]:
         record["ago"] = max(now - record["seen"], 0.0)
         workers.append(record)
     return sorted(workers, key=lambda r: (r["state"] != "up", r["hostname"]))
-
-
-def _unlist(client: Any, gone: set[str]) -> None:
-    """Drop workers whose records expired; a worker listing itself meanwhile
-    makes the cas fail, and the next look tries again."""
-    raw, token = client.gets(REGISTRY)
-    if raw is not None:
-        kept = [i for i in raw.decode().split("\n") if i and i not in gone]
-        client.cas(REGISTRY, "".join(f"{i}\n" for i in kept).encode(), token)

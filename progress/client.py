@@ -42,6 +42,11 @@ class ReconnectingClient(Client):
     def _misc_cmd(self, *args: Any, **kwargs: Any) -> Any:
         return _past_stale_connections(super()._misc_cmd, *args, **kwargs)
 
+    def __del__(self) -> None:
+        # Retired clients of a thread that never calls again (closed by no one).
+        with contextlib.suppress(Exception):
+            self.close()
+
 
 class StableHashClient(HashClient):
     """A HashClient whose key-to-server map never changes.

@@ -19,3 +19,12 @@ def members(client: Any, list_key: str) -> list[str]:
     """The listed names, sorted, without repeats."""
     raw = client.get(list_key) or b""
     return sorted({name for name in raw.decode().split("\n") if name})
+
+
+def remove_members(client: Any, list_key: str, gone: set[str]) -> None:
+    """Drop names from the list. Someone appending meanwhile makes the cas
+    fail, and the next caller tries again."""
+    raw, token = client.gets(list_key)
+    if raw is not None:
+        kept = [name for name in raw.decode().split("\n") if name and name not in gone]
+        client.cas(list_key, "".join(f"{name}\n" for name in kept).encode(), token)
