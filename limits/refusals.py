@@ -1,6 +1,7 @@
 """Saying no: the counter, the activity-log line, and the 503 itself."""
 
 import logging
+from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -29,7 +30,12 @@ def note_refusal(request: HttpRequest, reason: str, message: str, retry_after: i
 
 
 def refusal_response(
-    request: HttpRequest, message: str, retry_after: int, *, template: str = "limits/busy.html", context=None
+    request: HttpRequest,
+    message: str,
+    retry_after: int,
+    *,
+    template: str = "limits/busy.html",
+    context: dict[str, Any] | None = None,
 ) -> HttpResponse:
     """503 + Retry-After: JSON for fetch() callers, a page for browsers."""
     if wants_json(request):
