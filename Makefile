@@ -14,7 +14,7 @@ APT_UPDATED := /tmp/.webfarm-apt-updated
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: setup system-packages test-packages venv migrate demo run test bench lint clean
+.PHONY: setup system-packages test-packages farm-packages venv migrate demo run farm test bench lint clean
 
 setup: system-packages venv migrate demo
 
@@ -29,8 +29,12 @@ system-packages:
 	$(call need,memcached,memcached)
 	$(call need,redis-server,redis-server)
 
+# The balancer of `make farm` (the tests and benchmarks drive a farm through it too).
+farm-packages:
+	$(call need,nginx,nginx)
+
 # Only the tests and benchmarks need a browser and a load generator.
-test-packages:
+test-packages: farm-packages
 	$(call need,chromium,chromium)
 	$(call need,wrk,wrk)
 
@@ -49,6 +53,10 @@ demo: migrate
 
 run: setup
 	@$(PY) -m webfarm.launch --host $(HOST) --port $(PORT)
+
+# nginx in front of web nodes, workers, beat, two memcached and PostgreSQL (README).
+farm: setup farm-packages
+	@$(PY) -m webfarm.farm --port $(PORT)
 
 test: setup test-packages
 	$(PY) -m ruff check .

@@ -11,12 +11,10 @@ import logging
 import logging.handlers
 import queue
 import socket
-import threading
 import time
 from typing import Any
 
-from progress.client import client_epoch
-from queues.core import Queue
+from queues.core import producer
 from queues.exceptions import QueueError
 from stats.counters import count
 
@@ -45,17 +43,10 @@ class MemcachedShipper(logging.Handler):
     def __init__(self, queue_name: str = QUEUE_NAME) -> None:
         super().__init__()
         self.queue_name = queue_name
-        self._local = threading.local()
 
     def emit(self, record: logging.LogRecord) -> None:
-        target = getattr(self._local, "queue", None)
-        if target is None or self._local.epoch != client_epoch():
-            # New settings (another memcached, another namespace): a fresh queue
-            # object, with no generation or reserved indexes from the old one.
-            target = self._local.queue = Queue(self.queue_name)
-            self._local.epoch = client_epoch()
         try:
-            target.put(json.dumps(entry(record), default=str).encode())
+            producer(self.queue_name).put(json.dumps(entry(record), default=str).encode())
         except QueueError:
             count("sitelog_dropped", reason="memcached")
         except Exception:

@@ -1,6 +1,6 @@
 """`make bench`: every benchmark, each against a baseline measured in the same run."""
 
-from bench import celery_broker, dashboard, endpoint, publish, queue, shedding
+from bench import celery_broker, dashboard, endpoint, farm, polls, publish, queue, shedding
 
 
 def main() -> None:
@@ -15,6 +15,10 @@ def main() -> None:
     print(shedding.report(shedding.run()), flush=True)
     print()
     print(dashboard.report(dashboard.run()), flush=True)
+    print()
+    print(polls.report(polls.run()), flush=True)
+    print()
+    print(farm.report(farm.run()), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The project's settings plus one bare view, for the endpoint benchmark's baseline."""
+"""The project's settings plus the benchmarks' baseline views (bench/urls.py)."""
 
 from webfarm.settings import *  # noqa: F403
 

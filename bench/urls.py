@@ -1,6 +1,11 @@
-from django.http import HttpRequest, HttpResponse
-from django.urls import path
+import secrets
 
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.urls import path
+from django.views.decorators.http import require_POST
+
+from polls import services
+from polls.snapshot import poll_info_from_database
 from progress.client import get_client
 from webfarm.urls import urlpatterns as project_urls
 
@@ -10,4 +15,25 @@ def bare(request: HttpRequest) -> HttpResponse:
     return HttpResponse(get_client().get("bench:bare") or b"", content_type="application/json")
 
 
-urlpatterns = [path("bench/bare/", bare), *project_urls]
+@require_POST
+def vote_straight_to_database(request: HttpRequest, poll_id: int) -> HttpResponse:
+    """The polls benchmark's baseline: the same vote from a new anonymous voter,
+    checked the same way, written to the database as it is cast (the
+    product's own path for when memcached is away)."""
+    poll = poll_info_from_database(poll_id)
+    ballot = services.Ballot(
+        poll=poll,
+        choice_id=int(request.POST["choice"]),
+        voter=f"a:{secrets.token_urlsafe(16)}",
+        user_id=None,
+        address=request.META.get("REMOTE_ADDR"),
+    )
+    services.write_direct(services.new_vote(ballot))
+    return JsonResponse({"accepted": True, "via": "direct"})
+
+
+urlpatterns = [
+    path("bench/bare/", bare),
+    path("bench/polls/<int:poll_id>/vote/", vote_straight_to_database),
+    *project_urls,
+]

@@ -5,3 +5,6 @@ class PollsConfig(AppConfig):
     name = "polls"
     verbose_name = "Polls"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from polls import snapshot  # noqa: F401 (connects the signals that forget cached polls)

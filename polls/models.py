@@ -46,8 +46,9 @@ class Vote(models.Model):
     cast_at = models.DateTimeField()
     # "queue": through memcached; "direct": written here while memcached was away.
     via = models.CharField(max_length=8, default="queue")
-    # A direct vote's marker and running total wait for memcached to return.
-    synced = models.BooleanField(default=True)
+    # In memcached's running totals. Not yet: written directly while memcached
+    # was away, or cast while the totals were being rebuilt; the flusher counts it.
+    counted = models.BooleanField(default=True)
 
     class Meta:
         indexes = [models.Index(fields=["poll", "voter"]), models.Index(fields=["poll", "choice"])]

@@ -2,24 +2,21 @@ from typing import Any
 
 from polls.models import Poll
 from polls.services import live_totals
+from polls.snapshot import PollInfo, poll_info
 
-MAX_ID = 2**63 - 1  # a bigger number in a URL is no poll, not a database error
 
-
-def poll_or_none(poll_id: int) -> Poll | None:
-    if not 0 < poll_id <= MAX_ID:
-        return None
-    return Poll.objects.prefetch_related("choices").filter(pk=poll_id).first()
+def poll_or_none(poll_id: int) -> PollInfo | None:
+    return poll_info(poll_id)
 
 
 def recent_polls(limit: int = 50) -> list[Poll]:
     return list(Poll.objects.all()[:limit])
 
 
-def results(poll: Poll) -> dict[str, Any]:
+def results(poll: PollInfo) -> dict[str, Any]:
     """The results document: running totals, shares, and whether they are live."""
-    choices = list(poll.choices.all())
-    totals, live = live_totals(poll, [choice.id for choice in choices])
+    choices = poll.choices
+    totals, live = live_totals(poll.id, poll.choice_ids)
     votes = sum(totals.values())
     return {
         "poll": poll.id,

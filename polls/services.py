@@ -8,13 +8,23 @@ directly instead: not lost, not refused.
 The flusher moves queued votes into the database. Every vote carries the id
 it was given when cast, so a batch written twice (the flusher died between
 writing and acknowledging, the queue delivered it again) is stored once.
+
+Running totals belong to an epoch, named by the poll's `built` key: the
+rebuild after memcached lost them counts the database under a fresh epoch,
+and only then publishes it. A vote says which epoch's total it incremented;
+a vote that counted in no live epoch (memcached was away, the totals were
+being rebuilt) is stored as not counted, and the flusher adds it to the
+current totals. So each vote is in the running totals exactly once, however
+its path and a rebuild interleave.
 """
 
+import contextlib
 import hashlib
 import json
 import logging
 import secrets
 import time
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -24,10 +34,11 @@ from django.db.models import Count
 from pymemcache.exceptions import MemcacheError
 
 from polls.conf import get_config
-from polls.models import Poll, Vote
+from polls.models import Choice, Poll, Vote
+from polls.snapshot import PollInfo
 from progress.client import get_client
 from progress.memo import get_or_set
-from queues.core import Queue
+from queues.core import Queue, producer
 from queues.exceptions import QueueError
 from stats.counters import count
 
@@ -42,7 +53,7 @@ class VoteRefused(Exception):
 
 @dataclass
 class Ballot:
-    poll: Poll
+    poll: PollInfo
     choice_id: int
     voter: str  # "u:<user id>" or "a:<anonymous id>"
     user_id: int | None
@@ -55,8 +66,8 @@ def _marker(poll_id: int, voter: str) -> str:
     return f"poll:{poll_id}:voted:{digest}"
 
 
-def total_key(poll_id: int, choice_id: int) -> str:
-    return f"poll:{poll_id}:c:{choice_id}"
+def total_key(poll_id: int, epoch: str, choice_id: int) -> str:
+    return f"poll:{poll_id}:{epoch}:c:{choice_id}"
 
 
 def built_key(poll_id: int) -> str:
@@ -67,12 +78,25 @@ def cast(ballot: Ballot) -> str:
     """Accept one vote; returns how: "queue", or "direct" (memcached away). Raises
     VoteRefused for a closed poll, a foreign choice, a second vote or an
     address over its anonymous rate."""
+    vote = new_vote(ballot)
+    try:
+        return _cast_in_memcached(ballot, vote)
+    except (MemcacheError, OSError, QueueError) as exc:
+        logger.warning("vote %s written to the database directly: %s", vote["id"], exc)
+        write_direct(vote)
+        count("poll_votes", via="direct")
+        return "direct"
+
+
+def new_vote(ballot: Ballot) -> dict[str, Any]:
+    """The vote, with the id that makes it stored once; VoteRefused for a
+    closed poll or a foreign choice."""
     poll = ballot.poll
     if not poll.accepts_votes():
         raise VoteRefused(403, "This poll is closed.")
-    if not any(choice.id == ballot.choice_id for choice in poll.choices.all()):
+    if ballot.choice_id not in poll.choice_ids:
         raise VoteRefused(400, "That is not one of this poll's choices.")
-    vote = {
+    return {
         "id": secrets.token_urlsafe(16),
         "poll": poll.id,
         "choice": ballot.choice_id,
@@ -81,13 +105,6 @@ def cast(ballot: Ballot) -> str:
         "address": ballot.address,
         "at": time.time(),
     }
-    try:
-        return _cast_in_memcached(ballot, vote)
-    except (MemcacheError, OSError, QueueError) as exc:
-        logger.warning("vote %s written to the database directly: %s", vote["id"], exc)
-        _write_direct(vote)
-        count("poll_votes", via="direct")
-        return "direct"
 
 
 def _cast_in_memcached(ballot: Ballot, vote: dict[str, Any]) -> str:
@@ -95,20 +112,31 @@ def _cast_in_memcached(ballot: Ballot, vote: dict[str, Any]) -> str:
     client = get_client()
     if ballot.user_id is None and ballot.address:
         _rate_limit(client, ballot.address)
-    marker = _marker(ballot.poll.id, ballot.voter)
+    poll_id = ballot.poll.id
+    marker = _marker(poll_id, ballot.voter)
     if not client.add(marker, vote["id"].encode(), expire=config["MARKER_TTL"]):
         raise VoteRefused(409, "You have already voted in this poll.")
-    if client.get(built_key(ballot.poll.id)) is None and _voted_in_database(ballot):
+    raw_epoch = client.get(built_key(poll_id))
+    if raw_epoch is None and _voted_in_database(ballot):
         # memcached lost this poll's markers (restarted) and they are not
         # rebuilt yet: the database knows the votes flushed before.
         raise VoteRefused(409, "You have already voted in this poll.")
+    epoch = raw_epoch.decode() if raw_epoch is not None else None
+    total = total_key(poll_id, epoch, ballot.choice_id) if epoch else None
+    # Counted before it is queued, so the message can say where it counted.
+    counted = total is not None and client.incr(total, 1) is not None
+    if total is not None and not counted:
+        client.delete(built_key(poll_id))  # a total is gone: the flusher rebuilds them all
+    vote["counted_in"] = epoch if counted else None
     try:
-        Queue(config["QUEUE"]).put(json.dumps(vote).encode())
+        producer(config["QUEUE"]).put(json.dumps(vote).encode())
     except BaseException:
-        client.delete(marker)  # not accepted: the voter may vote (or fall back) again
+        # Not accepted here: the voter may vote (or fall back) again.
+        with contextlib.suppress(MemcacheError, OSError):
+            client.delete(marker)
+            if counted:
+                client.decr(total, 1)
         raise
-    # The running total: missing (memcached lost it) until the flusher rebuilds it.
-    client.incr(total_key(ballot.poll.id, ballot.choice_id), 1)
     count("poll_votes", via="queue")
     return "queue"
 
@@ -126,14 +154,14 @@ def _rate_limit(client: Any, address: str) -> None:
         raise VoteRefused(429, "Too many votes from your network; try again later.")
 
 
-def _write_direct(vote: dict[str, Any]) -> None:
+def write_direct(vote: dict[str, Any]) -> None:
     """memcached is away: one vote per voter is kept by the database."""
     with transaction.atomic():
         # Serialise this poll's direct votes, so a voter's two at once cannot both pass.
         Poll.objects.select_for_update().filter(pk=vote["poll"]).first()
         if Vote.objects.filter(poll_id=vote["poll"], voter=vote["voter"]).exists():
             raise VoteRefused(409, "You have already voted in this poll.")
-        Vote.objects.create(**_row(vote), via="direct", synced=False)
+        Vote.objects.create(**_row(vote), via="direct", counted=False)
 
 
 def _row(vote: dict[str, Any]) -> dict[str, Any]:
@@ -165,12 +193,16 @@ def flush(*, limit: int | None = None) -> int:
         messages = queue.claim_many(config["FLUSH_BATCH"])
         if not messages:
             break
-        rows = []
+        votes = []
         for message in messages:
             try:
-                rows.append(Vote(**_row(json.loads(message.body))))
-            except (ValueError, KeyError, TypeError):
+                vote = json.loads(message.body)
+                votes.append((_row(vote), vote.get("counted_in")))
+            except (ValueError, KeyError, TypeError, AttributeError):
                 logger.error("vote queue: dropping a malformed message %r", message.body[:200])
+        epochs = _epochs({row["poll_id"] for row, _ in votes})
+        # Counted only if in totals memcached still has; count_uncounted_votes() adds the rest.
+        rows = [Vote(**row, counted=bool(e) and e == epochs.get(row["poll_id"])) for row, e in votes]
         before = Vote.objects.filter(pk__in=[row.id for row in rows]).count()
         try:
             Vote.objects.bulk_create(rows, ignore_conflicts=True)
@@ -186,47 +218,63 @@ def flush(*, limit: int | None = None) -> int:
     return stored
 
 
-def db_totals(poll: Poll) -> dict[int, int]:
-    counted = poll.votes.values("choice").annotate(n=Count("id"))
-    totals = {choice.id: 0 for choice in poll.choices.all()}
+def db_totals(poll_id: int) -> dict[int, int]:
+    counted = Vote.objects.filter(poll_id=poll_id).values("choice").annotate(n=Count("id"))
+    choices = Choice.objects.filter(poll_id=poll_id).values_list("id", flat=True)
+    totals = dict.fromkeys(choices, 0)
     totals.update({row["choice"]: row["n"] for row in counted})
     return totals
 
 
-def sync_direct_votes() -> int:
-    """Votes written to the database while memcached was away: put their
-    "has voted" markers and running totals into memcached now."""
+def _epochs(poll_ids: set[int]) -> dict[int, str]:
+    """The epoch of each poll's running totals, for the polls that have them."""
+    if not poll_ids:
+        return {}
+    found = get_client().get_many([built_key(poll_id) for poll_id in poll_ids])
+    return {p: found[built_key(p)].decode() for p in poll_ids if built_key(p) in found}
+
+
+def count_uncounted_votes() -> int:
+    """Votes in the database but not in the running totals (written directly
+    while memcached was away, or cast while the totals were being rebuilt):
+    add them to the current totals, and their voters' markers."""
     client = get_client()
     ttl = get_config()["MARKER_TTL"]
-    synced = 0
-    for vote in Vote.objects.filter(synced=False).order_by("cast_at")[:1000]:
-        client.add(_marker(vote.poll_id, vote.voter), vote.id.encode(), expire=ttl)
-        client.incr(total_key(vote.poll_id, vote.choice_id), 1)
-        Vote.objects.filter(pk=vote.pk).update(synced=True)
-        synced += 1
-    return synced
+    pending = Vote.objects.filter(counted=False)
+    epochs = _epochs(set(pending.values_list("poll_id", flat=True).distinct()))
+    done = 0
+    for poll_id, epoch in epochs.items():
+        with transaction.atomic():
+            votes = list(pending.filter(poll_id=poll_id).values_list("id", "choice_id", "voter")[:1000])
+            Vote.objects.filter(pk__in=[vote_id for vote_id, _, _ in votes]).update(counted=True)
+        # After the commit: a flusher dying here leaves a total short, never
+        # counted twice, until the next rebuild.
+        markers = {_marker(poll_id, voter): vote_id.encode() for vote_id, _, voter in votes}
+        client.set_many(markers, expire=ttl)
+        for choice_id, n in Counter(choice_id for _, choice_id, _ in votes).items():
+            if client.incr(total_key(poll_id, epoch, choice_id), n) is None:
+                client.delete(built_key(poll_id))  # a total is gone: rebuild them all
+        done += len(votes)
+    return done
 
 
-def rebuild_totals(poll: Poll) -> bool:
-    """Set the running totals from the database once every queued vote is in
-    it (the flusher holds the only claims), and the voters' markers with them.
-    Returns whether it did."""
-    if Queue(get_config()["QUEUE"]).stats()["ready"]:
-        return False
+def rebuild_totals(poll: Poll) -> None:
+    """Count the poll's votes in the database into a fresh epoch's running
+    totals, restore the voters' markers, then publish the epoch."""
     client = get_client()
+    epoch = secrets.token_hex(4)
     with transaction.atomic():
-        totals = db_totals(poll)
-        # These are counted now; syncing them later would count them twice.
-        Vote.objects.filter(poll=poll, synced=False).update(synced=True)
-    for choice_id, total in totals.items():
-        client.set(total_key(poll.id, choice_id), str(total).encode())
+        # Direct writes take the same lock: none lands between the count and the mark.
+        Poll.objects.select_for_update().filter(pk=poll.pk).first()
+        totals = db_totals(poll.id)
+        Vote.objects.filter(poll=poll, counted=False).update(counted=True)
+    client.set_many({total_key(poll.id, epoch, c): str(n).encode() for c, n in totals.items()})
     ttl = get_config()["MARKER_TTL"]
     voters = poll.votes.values_list("voter", "id")
     for start in range(0, voters.count(), 1000):
         batch = {_marker(poll.id, voter): vote_id.encode() for voter, vote_id in voters[start : start + 1000]}
         client.set_many(batch, expire=ttl)
-    client.set(built_key(poll.id), b"1")
-    return True
+    client.set(built_key(poll.id), epoch.encode())
 
 
 FLUSH_LOCK = "polls:flusher"
@@ -244,25 +292,29 @@ def flush_all() -> dict[str, int]:
         raise FlusherBusy("another flusher is running")
     try:
         stored = flush()
-        synced = sync_direct_votes()
-        polls = Poll.objects.filter(is_open=True)
-        built = client.get_many([built_key(poll.id) for poll in polls]) if polls else {}
-        rebuilt = sum(1 for poll in polls if built_key(poll.id) not in built and rebuild_totals(poll))
-        return {"stored": stored, "synced": synced, "rebuilt": rebuilt}
+        counted = count_uncounted_votes()
+        polls = list(Poll.objects.filter(is_open=True))
+        epochs = _epochs({poll.id for poll in polls})
+        lost = [poll for poll in polls if poll.id not in epochs]
+        for poll in lost:
+            rebuild_totals(poll)
+        return {"stored": stored, "counted": counted, "rebuilt": len(lost)}
     finally:
         client.delete(FLUSH_LOCK)
 
 
-def live_totals(poll: Poll, choices: list[int]) -> tuple[dict[int, int], bool]:
+def live_totals(poll_id: int, choices: list[int]) -> tuple[dict[int, int], bool]:
     """The running totals from memcached, and whether they are live. While
     they are being rebuilt (or memcached is away), the database's, counted
     at most once a second farm-wide."""
     try:
         client = get_client()
-        found = client.get_many([built_key(poll.id), *(total_key(poll.id, c) for c in choices)])
+        epoch = client.get(built_key(poll_id))
+        keys = [total_key(poll_id, epoch.decode(), c) for c in choices] if epoch else []
+        found = client.get_many(keys) if keys else {}
     except (MemcacheError, OSError):
-        found = {}
-    if built_key(poll.id) in found:
-        return {c: int(found.get(total_key(poll.id, c), b"0")) for c in choices}, True
-    stored = get_or_set(f"polls:{poll.id}:db-totals", lambda: list(db_totals(poll).items()), ttl=1)
+        keys, found = [], {}
+    if keys and len(found) == len(keys):
+        return {c: int(found[key]) for c, key in zip(choices, keys, strict=True)}, True
+    stored = get_or_set(f"polls:{poll_id}:db-totals", lambda: list(db_totals(poll_id).items()), ttl=1)
     return {int(c): n for c, n in stored}, False

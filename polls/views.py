@@ -7,7 +7,7 @@ from django.views.decorators.http import require_POST, require_safe
 
 from limits.decorators import limit_concurrency
 from polls import selectors, services
-from progress.http import json_error, json_polled, wants_json
+from progress.http import client_address, json_error, json_polled, wants_json
 
 VOTER_COOKIE = "poll_voter"
 VOTER_SALT = "polls.voter"
@@ -54,7 +54,7 @@ def vote(request: HttpRequest, poll_id: int) -> HttpResponse:
         choice_id=choice_id,
         voter=voter,
         user_id=request.user.pk if request.user.is_authenticated else None,
-        address=request.META.get("REMOTE_ADDR") or None,
+        address=client_address(request),
     )
     try:
         via = services.cast(ballot)

@@ -1,7 +1,8 @@
-"""What the machine-facing views share: JSON errors and bearer tokens."""
+"""What the machine-facing views share: JSON errors, bearer tokens, the client's address."""
 
 import hashlib
 import hmac
+import ipaddress
 import json
 from collections.abc import Callable
 from functools import wraps
@@ -34,6 +35,22 @@ def json_polled(request: HttpRequest, document: object) -> HttpResponse:
     response["ETag"] = etag
     response["Cache-Control"] = "no-store"
     return response
+
+
+def client_address(request: HttpRequest) -> str | None:
+    """The client's address. Behind a balancer listed in TRUSTED_PROXIES it is
+    the last address in X-Forwarded-For: the one the balancer itself added
+    (nginx's $proxy_add_x_forwarded_for). Earlier entries come from the
+    client and are not believed; nor is the header from anyone else."""
+    remote = request.META.get("REMOTE_ADDR") or None
+    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+    if remote not in settings.TRUSTED_PROXIES or not forwarded:
+        return remote
+    last = forwarded.rsplit(",", 1)[-1].strip()
+    try:
+        return str(ipaddress.ip_address(last))
+    except ValueError:
+        return remote
 
 
 def wants_json(request: HttpRequest) -> bool:

@@ -11,6 +11,12 @@ def new_job_id() -> str:
     return secrets.token_urlsafe(16)
 
 
+def new_read_token() -> str:
+    """The capability in a job's progress URL that nginx's fast path checks
+    (it cannot see sessions): as unguessable as a job id, and of its shape."""
+    return secrets.token_urlsafe(16)
+
+
 def is_valid_job_id(value: object) -> bool:
     """True only for strings that new_job_id() could have made.
 
@@ -18,3 +24,7 @@ def is_valid_job_id(value: object) -> bool:
     hold whitespace or control characters.
     """
     return isinstance(value, str) and _JOB_ID_RE.fullmatch(value) is not None
+
+
+# A read token has a job id's shape: 22 URL-safe characters.
+is_valid_read_token = is_valid_job_id

@@ -1,7 +1,7 @@
 from django.conf import settings
 from django.db import models
 
-from progress.ids import JOB_ID_LENGTH, new_job_id
+from progress.ids import JOB_ID_LENGTH, new_job_id, new_read_token
 from progress.states import State
 
 
@@ -28,6 +28,9 @@ class Job(models.Model):
     attempt = models.PositiveSmallIntegerField(default=1)
     retry_of = models.CharField(max_length=JOB_ID_LENGTH, blank=True)
     retried_as = models.CharField(max_length=JOB_ID_LENGTH, blank=True)
+    # In the progress URL the owner's pages use (/progress/<job>/<token>/), which
+    # nginx answers from memcached without Django; a retry keeps its job's token.
+    read_token = models.CharField(max_length=JOB_ID_LENGTH, default=new_read_token, editable=False)
 
     class Meta:
         ordering = ["-created_at"]

@@ -35,6 +35,8 @@ class JobRecord:
     retried_as: str = ""
     # Farm-wide limit slots the job holds (limits.slots); released when it ends.
     slots: list[str] = field(default_factory=list)
+    # The progress URL's capability (Job.read_token); never in public().
+    read_token: str = ""
 
     @property
     def is_final(self) -> bool:

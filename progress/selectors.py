@@ -2,11 +2,12 @@
 
 import time
 from collections.abc import Iterable
+from hmac import compare_digest
 
 from progress import store
 from progress.conf import lost_after
 from progress.exceptions import ProgressUnavailable
-from progress.ids import is_valid_job_id
+from progress.ids import is_valid_job_id, is_valid_read_token
 from progress.models import Job
 from progress.records import JobRecord
 from progress.services import record_from_job
@@ -46,6 +47,19 @@ def job_record(*, job_id: str, owner_id: int | None) -> JobRecord | None:
         stored = _from_database(job_id, owner_id)
         if stored is not None and stored.is_final:
             return stored
+    return record
+
+
+def job_record_by_token(*, job_id: str, token: str) -> JobRecord | None:
+    """The job's record for whoever holds its read token, or None (unknown
+    job, wrong token). Puts its document back if it is missing, so the next
+    polls take nginx's fast path."""
+    if not (is_valid_job_id(job_id) and is_valid_read_token(token)):
+        return None
+    record = job_record(job_id=job_id, owner_id=None)
+    if record is None or not record.read_token or not compare_digest(record.read_token, token):
+        return None
+    store.republish(record)
     return record
 
 

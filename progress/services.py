@@ -15,7 +15,7 @@ from limits.slots import Lease
 from progress import store
 from progress.conf import lost_after
 from progress.exceptions import JobCancelled, JobFailed, JobNotRunnable, ProgressUnavailable
-from progress.ids import new_job_id
+from progress.ids import new_job_id, new_read_token
 from progress.models import Job
 from progress.records import JobRecord
 from progress.reporter import ProgressReporter
@@ -51,6 +51,7 @@ def record_from_job(job: Job) -> JobRecord:
         error=job.error,
         attempt=job.attempt,
         retried_as=job.retried_as,
+        read_token=job.read_token,
     )
 
 
@@ -64,11 +65,13 @@ def create_job(
     slots: list[str] | None = None,
     retry_of: str = "",
     attempt: int = 1,
+    read_token: str = "",
 ) -> Job:
     """Record a queued job in the database and in memcached, both or neither.
 
     Call before sending the task, so no page ever shows an unknown job.
     `slots` are limit slots already taken for it, released when it ends.
+    `read_token` is given for a retry, which keeps its job's progress URL.
     Raises ProgressUnavailable when memcached cannot take the record.
     """
     now = time.time()
@@ -81,6 +84,7 @@ def create_job(
             params=params,
             retry_of=retry_of,
             attempt=attempt,
+            read_token=read_token or new_read_token(),
         )
         store.create(
             JobRecord(
@@ -94,6 +98,7 @@ def create_job(
                 updated_at=now,
                 attempt=attempt,
                 slots=slots or [],
+                read_token=job.read_token,
             )
         )
     count("jobs", kind=kind, state=State.QUEUED)

@@ -1,3 +1,5 @@
+from collections.abc import Callable
+
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST, require_safe
@@ -7,6 +9,7 @@ from progress.exceptions import ProgressUnavailable
 from progress.http import json_error, json_polled, wants_json
 from progress.ids import is_valid_job_id
 from progress.models import Job
+from progress.records import JobRecord
 from stats.counters import count_soon
 
 # Seconds a client should wait before polling again when memcached is away.
@@ -23,9 +26,22 @@ def _owner_filter(request: HttpRequest) -> int | None:
 def progress_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     if not request.user.is_authenticated:
         return json_error(401, "Log in to see job progress.")
+    # Staff follow everyone's jobs (the farm dashboard); users only their own.
+    owner_id = _owner_filter(request)
+    return _polled(request, lambda: selectors.job_record(job_id=job_id, owner_id=owner_id))
+
+
+@require_safe
+def progress_by_token(request: HttpRequest, job_id: str, token: str) -> HttpResponse:
+    """The same document, for whoever holds the job's read token: no session,
+    as on nginx's fast path, which answers this URL from memcached and falls
+    back here when the document is not there (or the token is wrong)."""
+    return _polled(request, lambda: selectors.job_record_by_token(job_id=job_id, token=token))
+
+
+def _polled(request: HttpRequest, lookup: Callable[[], JobRecord | None]) -> HttpResponse:
     try:
-        # Staff follow everyone's jobs (the farm dashboard); users only their own.
-        record = selectors.job_record(job_id=job_id, owner_id=_owner_filter(request))
+        record = lookup()
     except ProgressUnavailable:
         return json_error(503, "Progress is temporarily unavailable.", retry_after=UNAVAILABLE_RETRY_AFTER)
     if record is None:

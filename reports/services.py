@@ -140,6 +140,7 @@ def retry_lost(job: Job, record: JobRecord) -> str | None:
         slots=lease.keys,
         retry_of=job.id,
         attempt=job.attempt + 1,
+        read_token=job.read_token,  # the bar follows the retry on the same URL
     )
     # After the caller's transaction: a worker must find the new row.
     transaction.on_commit(lambda: _send_quietly(again, report, slots=lease.keys))

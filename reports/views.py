@@ -85,6 +85,8 @@ def start(request: HttpRequest, kind: str) -> HttpResponse:
                 "job": job.id,
                 "job_url": job_url,
                 "progress_url": reverse("progress:detail", args=[job.id]),
+                # The same document without a session: nginx serves it from memcached.
+                "public_progress_url": reverse("progress:by_token", args=[job.id, job.read_token]),
             },
             status=202,
         )

@@ -7,14 +7,34 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import psycopg
 import requests
 from pymemcache.client.base import Client
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+
+
+# The PostgreSQL server farms in tests and benchmarks create their databases on.
+POSTGRES = os.environ.get("TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/")
+
+
+@contextmanager
+def postgres_database(prefix: str) -> Iterator[str]:
+    """A new, empty PostgreSQL database for one farm: its URL; dropped after."""
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(POSTGRES + "postgres", autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield POSTGRES + name
+    finally:
+        with psycopg.connect(POSTGRES + "postgres", autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def free_port() -> int:
@@ -183,8 +203,8 @@ def celery_worker(
     return process
 
 
-def gunicorn(env: dict, log_dir: Path, name: str) -> tuple[Process, str]:
-    port = free_port()
+def gunicorn(env: dict, log_dir: Path, name: str, *, port: int | None = None) -> tuple[Process, str]:
+    port = port or free_port()
     argv = [
         str(BIN / "gunicorn"),
         "webfarm.wsgi",
@@ -226,3 +246,32 @@ def celery_beat(env: dict, log_dir: Path, name: str = "beat") -> Process:
     wait_for(lambda: "beat: Starting" in process.log() or not process.alive(), timeout=60, what="celery beat")
     assert process.alive(), process.log()
     return process
+
+
+def nginx(
+    log_dir: Path, *, web: list[str], memcached: list[str], namespace: str, access_log: bool = False
+) -> tuple[Process, str]:
+    """The farm's nginx (deploy/nginx) on a free port, in front of `web`."""
+    from webfarm.farm import nginx_argv, render_nginx
+
+    port = free_port()
+    conf = render_nginx(
+        listen=f"127.0.0.1:{port}",
+        web=[url.removeprefix("http://") for url in web],
+        memcached=memcached,
+        namespace=namespace,
+        run_dir=log_dir / f"nginx-{port}",
+        access_log=str(log_dir / f"nginx-{port}-access.log") if access_log else "off",
+    )
+    process = Process(f"nginx-{port}", nginx_argv(conf), log_dir=log_dir).start()
+    base = f"http://127.0.0.1:{port}"
+    wait_for(
+        lambda: (
+            requests.get(f"{base}/static/progress/progress.js", timeout=2).status_code == 200
+            or not process.alive()
+        ),
+        timeout=30,
+        what="nginx",
+    )
+    assert process.alive(), process.log()
+    return process, base

@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
 
 from tests import processes
-from tests.web import DEMO_PASSWORD
+from tests.web import DEMO_PASSWORD, create_poll, vote_anonymously
 
 pytestmark = [pytest.mark.farm, pytest.mark.browser]
 
@@ -124,7 +124,7 @@ def test_the_bar_waits_out_retry_after_and_recovers(page: Page):
 
     _log_in(page, "alice")
     page.goto("/reports/return-rates/")  # no bars here: only the new job's polls are counted
-    page.route(re.compile(r"/progress/[A-Za-z0-9_-]{22}/$"), flaky)
+    page.route(re.compile(r"/progress/[A-Za-z0-9_-]{22}/([A-Za-z0-9_-]{22}/)?$"), flaky)
     page.get_by_role("button", name="Start report").click()
     expect(page.locator(".job-progress [data-field=message]")).to_contain_text("temporarily unavailable")
     expect(page.locator(".job-progress.state-succeeded")).to_be_visible(timeout=120_000)
@@ -169,9 +169,9 @@ def test_staff_see_the_farm_dashboard_with_data(page: Page, farm):
     expect(page.locator("table.activity")).to_contain_text("GET /progress/")
 
     # Alice's running job with its live bar, which staff may cancel.
-    bar = page.locator(f".job-progress[data-progress-url='/progress/{running}/']")
+    bar = page.locator(f".job-progress[data-progress-url^='/progress/{running}/']")
     page.wait_for_function(
-        "(url) => +document.querySelector(`.job-progress[data-progress-url='${url}'] [role=progressbar]`)"
+        "(url) => +document.querySelector(`.job-progress[data-progress-url^='${url}'] [role=progressbar]`)"
         ".getAttribute('aria-valuenow') > 0",
         arg=f"/progress/{running}/",
         timeout=60_000,
@@ -247,3 +247,30 @@ def test_the_start_form_shows_a_refusal_and_when_to_try_again(page: Page, farm):
     expect(page.locator("[data-countdown]")).to_contain_text("You can try again now", timeout=65_000)
     page.get_by_role("button", name="Start report").click()
     expect(page.get_by_role("progressbar")).to_be_visible()
+
+
+def test_poll_results_bars_move_while_others_vote(page: Page, farm):
+    poll, (_, no) = create_poll(farm.env, f"Bars on {farm.broker}?", ["Yes", "No"])
+    processes.manage(farm.env, "flush_votes")  # the flusher makes the running totals (beat does it in 2 s)
+    page.goto(f"/polls/{poll}/")
+    results = page.locator(".poll-results")
+    expect(results.locator("[data-field=votes]")).to_have_text("0 votes")
+    page.get_by_role("radio", name="Yes").check()
+    page.get_by_role("button", name="Vote").click()
+    expect(page.get_by_role("status")).to_have_text("Thank you: your vote is counted.")
+    expect(results.locator("[data-field=votes]")).to_have_text("1 vote")
+    expect(page.get_by_role("progressbar", name="Yes")).to_have_attribute("aria-valuenow", "100")
+
+    # Others vote on the other node; this page moves its bars without reloading.
+    page.evaluate("window.notReloaded = true")
+    for _ in range(3):
+        assert vote_anonymously(farm.node_b, poll, no).status_code == 200
+    expect(results.locator("[data-field=votes]")).to_have_text("4 votes", timeout=10_000)
+    expect(page.get_by_role("progressbar", name="No")).to_have_attribute("aria-valuenow", "75")
+    expect(page.get_by_role("progressbar", name="Yes")).to_have_attribute("aria-valuenow", "25")
+    expect(results.locator("[data-choice] [data-field=count]")).to_have_text(["1", "3"])
+    assert page.evaluate("window.notReloaded") is True
+
+    page.get_by_role("radio", name="No").check()  # a second vote from this browser
+    page.get_by_role("button", name="Vote").click()
+    expect(page.get_by_role("alert")).to_have_text("You have already voted in this poll.")

@@ -43,7 +43,7 @@ def _choice(poll: Poll, n: int) -> int:
 
 
 def _db_totals(poll: Poll) -> list[int]:
-    return list(services.db_totals(poll).values())
+    return list(services.db_totals(poll.id).values())
 
 
 def test_a_vote_goes_through_memcached_and_lands_in_the_database_once(poll):
@@ -100,13 +100,32 @@ def test_running_totals_rebuild_from_the_database_after_memcached_loses_them(pol
         _user_client(f"v{i}").post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, i % 2)}, **JSON)
     services.flush_all()
     client = get_client()
+    epoch = client.get(services.built_key(poll.id)).decode()
     for choice in poll.choices.all():
-        client.delete(services.total_key(poll.id, choice.id))
+        client.delete(services.total_key(poll.id, epoch, choice.id))
     client.delete(services.built_key(poll.id))  # as a restart would
     assert Client().get(f"/polls/{poll.id}/results.json").json()["live"] is False
     assert services.flush_all()["rebuilt"] == 1
     results = Client().get(f"/polls/{poll.id}/results.json").json()
     assert results["live"] and [c["votes"] for c in results["choices"]] == [3, 3, 0]
+
+
+def test_a_vote_cast_while_totals_are_rebuilt_is_counted_once(poll):
+    for i in range(4):
+        _user_client(f"v{i}").post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 0)}, **JSON)
+    services.flush_all()
+    client = get_client()
+    client.delete(services.built_key(poll.id))  # the totals are lost...
+    late = _user_client("late").post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 0)}, **JSON)
+    assert late.status_code == 200  # ...and this vote, still queued, counted nowhere
+    services.rebuild_totals(poll)  # counts the database: 4
+    fresh = _user_client("early").post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 1)}, **JSON)
+    assert fresh.status_code == 200  # counted in the new totals as it was cast
+    done = services.flush_all()
+    assert done == {"stored": 2, "counted": 1, "rebuilt": 0}
+    results = Client().get(f"/polls/{poll.id}/results.json").json()
+    assert results["live"] and [c["votes"] for c in results["choices"]] == [5, 1, 0] == _db_totals(poll)
+    assert services.flush_all() == {"stored": 0, "counted": 0, "rebuilt": 0}
 
 
 def test_a_voter_whose_marker_memcached_lost_still_cannot_vote_twice(poll):
@@ -144,9 +163,24 @@ def test_closed_polls_foreign_choices_and_bad_ids_are_clear_4xx(poll):
     assert alice.post(f"/polls/{poll.id}/vote/", {"choice": "9" * 40}, **JSON).status_code == 400
     assert alice.get("/polls/99999999999999999999999/").status_code == 404
     assert alice.post("/polls/99999999999999999999999/vote/", {"choice": 1}, **JSON).status_code == 404
-    Poll.objects.filter(pk=poll.id).update(ends_at=timezone.now())
+    poll.ends_at = timezone.now()
+    poll.save()  # as the admin does: every node forgets the poll it had cached
     closed = alice.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 0)}, **JSON)
     assert closed.status_code == 403 and "closed" in closed.json()["error"]
+
+
+def test_an_anonymous_vote_does_not_touch_the_database(poll, django_assert_num_queries):
+    services.flush_all()  # the flusher makes a new poll's running totals (beat: within 2 s)
+    visitor = Client()
+    visitor.get(f"/polls/{poll.id}/")  # the poll is cached from here on
+    choice = _choice(poll, 2)
+    with django_assert_num_queries(0):
+        response = visitor.post(f"/polls/{poll.id}/vote/", {"choice": choice}, **JSON)
+        assert response.status_code == 200 and response.json()["via"] == "queue"
+        assert visitor.get(f"/polls/{poll.id}/results.json").status_code == 200
+    poll.choices.create(text="Neither", position=9)  # a change reaches the cached poll at once
+    choices = visitor.get(f"/polls/{poll.id}/results.json").json()["choices"]
+    assert choices[-1]["text"] == "Neither"
 
 
 def test_votes_are_csrf_protected_and_the_page_shows_live_bars(poll):
@@ -164,3 +198,28 @@ def test_votes_are_csrf_protected_and_the_page_shows_live_bars(poll):
     results = strict.get(f"/polls/{poll.id}/results.json")
     again = strict.get(f"/polls/{poll.id}/results.json", HTTP_IF_NONE_MATCH=results["ETag"])
     assert again.status_code == 304
+
+
+def test_behind_a_trusted_balancer_the_address_is_the_one_it_forwarded(poll, settings):
+    settings.POLLS = {**settings.POLLS, "ANONYMOUS_PER_ADDRESS": 1}
+    settings.TRUSTED_PROXIES = ["127.0.0.1"]
+
+    def vote(remote: str, forwarded: str | None) -> int:
+        extra = {"REMOTE_ADDR": remote, **({"HTTP_X_FORWARDED_FOR": forwarded} if forwarded else {})}
+        response = Client().post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 0)}, **JSON, **extra)
+        return response.status_code
+
+    # Two clients behind the balancer: one vote each, not one between them.
+    assert vote("127.0.0.1", "203.0.113.7") == 200
+    assert vote("127.0.0.1", "203.0.113.8") == 200
+    # A client's own X-Forwarded-For entry is not believed: the balancer's last one is.
+    assert vote("127.0.0.1", "198.51.100.1, 203.0.113.7") == 429
+    # Nor is the header from anyone but a trusted balancer.
+    assert vote("192.0.2.50", "203.0.113.9") == 200
+    assert vote("192.0.2.50", "203.0.113.10") == 429
+    assert {v.address for v in _flushed(poll)} >= {"203.0.113.7", "203.0.113.8", "192.0.2.50"}
+
+
+def _flushed(poll: Poll) -> list[Vote]:
+    services.flush_all()
+    return list(poll.votes.all())

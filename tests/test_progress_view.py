@@ -1,12 +1,13 @@
 """GET /progress/<job>/ and POST /progress/<job>/cancel/ on a real memcached."""
 
 import json
+import threading
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from progress import services
+from progress import services, store
 from progress.client import get_client
 from tests.processes import free_port
 
@@ -57,11 +58,20 @@ def test_progress_json_has_the_contract_fields(alice_client, job):
 def test_progress_is_read_with_one_memcached_get(alice_client, job, monkeypatch):
     client = get_client()
     calls = []
+    # Only this thread's: the site log's shipper thread shares the client and
+    # may be sending earlier tests' warnings meanwhile.
+    me = threading.get_ident()
+
+    def counted(name: str, original):
+        def call(*args, **kwargs):
+            if threading.get_ident() == me:
+                calls.append(name)
+            return original(*args, **kwargs)
+
+        return call
+
     for name in ("get", "get_many", "gets", "set", "add", "cas", "incr"):
-        original = getattr(client, name)
-        monkeypatch.setattr(
-            client, name, lambda *a, _n=name, _o=original, **k: calls.append(_n) or _o(*a, **k)
-        )
+        monkeypatch.setattr(client, name, counted(name, getattr(client, name)))
     alice_client.get(f"/progress/{job.id}/")  # warms the session cache
     monkeypatch.setattr("stats.counters.FLUSH_EVERY", 3600)  # poll counts stay in the process
     calls.clear()
@@ -114,3 +124,64 @@ def test_cancel_needs_post_and_csrf(alice, job):
 def test_cancel_from_a_form_redirects_only_to_this_site(alice_client, job):
     response = alice_client.post(f"/progress/{job.id}/cancel/", {"next": "https://evil.example/"})
     assert response.status_code == 302 and response["Location"] == "/"
+
+
+def _document(job) -> dict | None:
+    raw = get_client().get(store.public_key(job.id, job.read_token))
+    return None if raw is None else json.loads(raw)
+
+
+def test_the_read_token_url_answers_without_a_session_and_a_wrong_token_never(alice, job):
+    other = services.create_job(owner=alice, kind="demo", title="Other", params={})
+    anonymous = Client()
+    response = anonymous.get(f"/progress/{job.id}/{job.read_token}/")
+    assert response.status_code == 200 and response.json()["job"] == job.id
+    assert response["Cache-Control"] == "no-store" and "read_token" not in response.json()
+    wrong = [
+        "A" * 22,  # the right shape
+        other.read_token,  # another job's token
+        job.read_token[:-1] + ("A" if job.read_token[-1] != "A" else "B"),  # one character off
+        job.read_token[:21],
+        job.read_token + "A",
+        "%00" * 8,
+    ]
+    for token in wrong:
+        refused = anonymous.get(f"/progress/{job.id}/{token}/")
+        assert refused.status_code == 404 and refused.json() == {"error": "No such job."}, token
+    assert anonymous.get(f"/progress/{other.id}/{job.read_token}/").status_code == 404
+    assert anonymous.post(f"/progress/{job.id}/{job.read_token}/").status_code == 405
+
+
+def test_every_record_write_publishes_the_document_nginx_serves(alice, job):
+    assert _document(job) == Client().get(f"/progress/{job.id}/{job.read_token}/").json()
+    assert _document(job)["state"] == "queued"
+    record = services.begin_job(job.id)
+    assert _document(job)["state"] == "running"
+    record.message = "halfway"
+    store.write(record)
+    assert _document(job)["message"] == "halfway"
+    queued = services.create_job(owner=alice, kind="demo", title="Queued", params={})
+    services.cancel_job(job=queued)
+    assert _document(queued)["state"] == "cancelled" and _document(queued)["final"]
+
+
+def test_a_late_running_write_never_replaces_the_final_document(alice, job):
+    record = services.begin_job(job.id)
+    stale = store.JobRecord.from_bytes(record.to_bytes())
+    record.state, record.finished_at = "succeeded", 1.0
+    store.write(record)
+    stale.message = "a heartbeat that lost the race"
+    store.write(stale)  # the record itself is last-writer-wins...
+    assert _document(job)["state"] == "succeeded"  # ...the published end is not
+
+
+def test_a_missing_document_is_published_again_by_the_fallback(alice, job):
+    key = store.public_key(job.id, job.read_token)
+    get_client().delete(key)  # expired, or memcached restarted
+    assert Client().get(f"/progress/{job.id}/{job.read_token}/").status_code == 200
+    assert get_client().get(key) is not None
+
+
+def test_the_job_page_and_the_start_answer_use_the_token_url(alice_client, job):
+    page = alice_client.get(f"/jobs/{job.id}/")
+    assert f'data-progress-url="/progress/{job.id}/{job.read_token}/"' in page.content.decode()

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from progress.client import server_client
-from queues.core import Queue
+from queues.core import Queue, producer
 from queues.exceptions import InvalidQueueName, MessageTooLarge
 from tests.hostile import HOSTILE
 from tests.processes import wait_for
@@ -95,11 +95,11 @@ class _StallingClient:
     def __getattr__(self, name):
         return getattr(self._client, name)
 
-    def _store_cmd(self, name, values, *args):
-        if name == b"add" and not self.stalled.is_set() and any(":m:" in k for k in values):
+    def _misc_cmd(self, commands, name, *args):
+        if name == b"add" and not self.stalled.is_set() and any(b":m:" in c for c in commands):
             self.stalled.set()
             self._release.wait(10)
-        return self._client._store_cmd(name, values, *args)
+        return self._client._misc_cmd(commands, name, *args)
 
 
 def test_an_index_taken_but_not_written_becomes_a_hole_and_nothing_is_lost(fast):
@@ -139,6 +139,26 @@ def test_lost_counters_start_a_new_generation_without_touching_old_entries():
     assert client.get(f"q:reset:{gen}:m:1") == old_entry
     assert Queue("reset").claim().body == b"new"
     assert queue.stats()["resets"] == 1
+
+
+def test_a_producer_never_writes_into_a_generation_memcached_lost(settings):
+    # A long HOLE_WAIT keeps the producer's reserved indexes usable after the flush.
+    settings.QUEUES = {**settings.QUEUES, "HOLE_WAIT": 30.0, "RECOVER_INTERVAL": 0.0}
+    producer, consumer = Queue("lost-gen"), Queue("lost-gen")
+    for i in range(4):
+        producer._last_put = time.monotonic()  # putting fast: it reserves blocks
+        producer.put(f"before{i}".encode())
+    old_gen = producer._generation()
+    assert producer._reserve and producer._reserve_gen == old_gen
+    server_client("q:lost-gen").flush_all(noreply=False)  # what a restart does to the keys
+    producer._last_put = time.monotonic()
+    producer.put_many([b"after1", b"after2"])
+    assert producer._generation() != old_gen
+    got = consumer.claim_many(10)
+    assert [m.body for m in got] == [b"after1", b"after2"]
+    client = server_client("q:lost-gen")
+    assert not client.get_many([f"q:lost-gen:{old_gen}:m:{i}" for i in range(1, 40)])
+    assert client.get(f"q:lost-gen:{old_gen}:tail") is None  # the check created nothing
 
 
 def test_purge_empties_the_queue():
@@ -243,3 +263,17 @@ def test_what_a_vanished_consumer_took_is_recovered_by_new_short_lived_ones(fast
     got = wait_for(lambda: Queue("short").claim_many(5), timeout=10, interval=0.1, what="the late message")
     assert [m.body for m in got] == [b"late"]
     wait_for(lambda: Queue("short").stats()["holes"] == 4, timeout=10, interval=0.1, what="2-5 marked holes")
+
+
+def test_a_thread_keeps_its_producer_until_the_settings_change(settings):
+    first = producer("kept")
+    first.put(b"one")
+    assert producer("kept") is first and producer("other") is not first
+    elsewhere: list[Queue] = []
+    thread = threading.Thread(target=lambda: elsewhere.append(producer("kept")))
+    thread.start()
+    thread.join()
+    assert elsewhere[0] is not first  # a Queue is not shared between threads
+    settings.QUEUES = {**settings.QUEUES, "HOLE_WAIT": 0.5}
+    assert producer("kept") is not first and producer("kept").hole_wait == 0.5
+    assert Queue("kept").claim().body == b"one"

@@ -52,6 +52,8 @@ def test_a_silent_job_is_lost_and_run_again_once_in_its_own_slots(alice, django_
     assert lost.state == "lost" and "stopped (no heartbeat for 3 s) at 40 %" in lost.error
     again = Job.objects.get(retry_of=job.id)
     assert (lost.retried_as, again.state, again.attempt) == (again.id, "queued", 2)
+    # The widget follows the retry by swapping the job id in its token URL.
+    assert again.read_token == lost.read_token and store.read(again.id).read_token == lost.read_token
     public = store.read(job.id).public()
     assert public["state"] == "lost" and public["retried_as"] == again.id and public["final"]
     # The retry holds the slots the lost job held; nobody could take them in between.

@@ -1,8 +1,10 @@
 """A logged-in HTTP client for the farm's web nodes."""
 
+import json
+
 import requests
 
-from tests.processes import wait_for
+from tests.processes import manage, wait_for
 
 DEMO_PASSWORD = "farm-test-password"
 
@@ -63,3 +65,34 @@ class WebClient:
             interval=0.05,
             what=what or f"job {job}",
         )
+
+
+def create_poll(env: dict, question: str, choices: list[str]) -> tuple[int, list[int]]:
+    """A poll made on the farm's database; returns its id and its choices' ids."""
+    out = manage(
+        env,
+        "shell",
+        "-c",
+        "import json; from polls.models import Poll; "
+        f"p = Poll.objects.create(question={question!r}); "
+        f"ids = [p.choices.create(text=t, position=i).id for i, t in enumerate({choices!r})]; "
+        "print(json.dumps([p.id, ids]))",
+    )
+    poll, ids = json.loads(out.strip().splitlines()[-1])
+    return poll, ids
+
+
+def vote_anonymously(
+    node: str, poll: int, choice: int, session: requests.Session | None = None
+) -> requests.Response:
+    """A vote as a browser without a voter cookie makes it: the poll page (for
+    the CSRF cookie), then the POST."""
+    session = session or requests.Session()
+    if "csrftoken" not in session.cookies:
+        session.get(f"{node}/polls/{poll}/", timeout=30).raise_for_status()
+    return session.post(
+        f"{node}/polls/{poll}/vote/",
+        data={"choice": choice},
+        headers={"X-CSRFToken": session.cookies["csrftoken"], "Accept": "application/json"},
+        timeout=30,
+    )

@@ -20,7 +20,8 @@ DEMO_USERS = "alice, bob (users) and admin (staff)"
 LOCAL_REDIS = ("redis://127.0.0.1:6379", "redis://localhost:6379")
 
 
-def _answers(host: str, port: int) -> bool:
+def answers(host: str, port: int) -> bool:
+    """Whether something listens on host:port (a service we need not start)."""
     try:
         with socket.create_connection((host, port), timeout=0.3):
             return True
@@ -30,10 +31,10 @@ def _answers(host: str, port: int) -> bool:
 
 def select_processes(env: dict[str, str]) -> list[str]:
     names = ["worker", "beat", "web"]
-    if not env.get("MEMCACHED_SERVERS") and not _answers("127.0.0.1", 11211):
+    if not env.get("MEMCACHED_SERVERS") and not answers("127.0.0.1", 11211):
         names.insert(0, "memcached")
     broker = env.get("CELERY_BROKER_URL", "")
-    if broker.startswith(LOCAL_REDIS) and not _answers("127.0.0.1", 6379):
+    if broker.startswith(LOCAL_REDIS) and not answers("127.0.0.1", 6379):
         names.insert(0, "redis")
     return names
 
@@ -47,17 +48,21 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "HOST": args.host, "PORT": str(args.port), "PYTHONUNBUFFERED": "1"}
     procfile = parse_procfile((ROOT / "Procfile").read_text())
     names = select_processes(env)
-    manager = Manager()
-    for name in names:
-        manager.add_process(name, procfile.processes[name], env=env, cwd=str(ROOT))
-
+    commands = {name: procfile.processes[name] for name in names}
     password = env.get("DEMO_PASSWORD", "webfarm-demo")
-    print(
-        f"\n  webfarm is starting: http://{args.host}:{args.port}/\n"
-        f"  demo logins: {DEMO_USERS}, password {password!r}\n"
-        f"  processes: {', '.join(names)}   (Ctrl-C stops them all)\n",
-        flush=True,
+    banner = (
+        f"webfarm is starting: http://{args.host}:{args.port}/\n"
+        f"  demo logins: {DEMO_USERS}, password {password!r}"
     )
+    return run_processes(commands, env, banner)
+
+
+def run_processes(commands: dict[str, str], env: dict[str, str], banner: str) -> int:
+    """Run the commands under honcho until Ctrl-C (or one of them exits): its exit status."""
+    manager = Manager()
+    for name, command in commands.items():
+        manager.add_process(name, command, env=env, cwd=str(ROOT))
+    print(f"\n  {banner}\n  processes: {', '.join(commands)}   (Ctrl-C stops them all)\n", flush=True)
     manager.loop()
     return manager.returncode or 0
 

@@ -158,6 +158,8 @@ REPORTS = {
 
 # Machine API tokens (queue front, stats endpoints); empty means "refuse all".
 QUEUE_API_TOKEN = env_str("QUEUE_API_TOKEN", "")
+# Balancers whose X-Forwarded-For is believed (the client's address for the polls' limit).
+TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", "")
 STATS_API_TOKEN = env_str("STATS_API_TOKEN", "")
 
 # By default the farm's own memcached is the broker: a small farm needs nothing else.

@@ -14,6 +14,6 @@ class Command(BaseCommand):
         except FlusherBusy as exc:
             raise CommandError(str(exc)) from exc
         self.stdout.write(
-            f"stored {done['stored']} new votes, synced {done['synced']} direct ones, "
+            f"stored {done['stored']} new votes, counted {done['counted']} not yet in the running totals, "
             f"rebuilt {done['rebuilt']} polls' totals"
         )
