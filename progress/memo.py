@@ -71,9 +71,14 @@ def _read(client: Any, key: str) -> tuple[Any, float] | None:
     return data["v"], data["fresh_until"]
 
 
-def forget(key: str) -> None:
-    """Drop a value (its data changed): the next caller computes it afresh."""
+def forget(key: str, *, warn: bool = True) -> bool:
+    """Drop a value (its data changed): the next caller computes it afresh.
+    False when memcached could not be reached: the old value then lives out
+    its time to live. A caller that says so itself passes warn=False."""
     try:
         get_client().delete(f"memo:{key}")
     except (MemcacheError, OSError) as exc:
-        logger.warning("get_or_set(%s) could not be forgotten: %s", key, exc)
+        if warn:
+            logger.warning("get_or_set(%s) could not be forgotten: %s", key, exc)
+        return False
+    return True

@@ -5,7 +5,8 @@ one exception, never with sockets or pymemcache's error classes.
 
 Every record written is also published: its public JSON document under
 `pub:<job>.<read token>`, which nginx serves for /progress/<job>/<token>/
-without reaching Django (deploy/nginx.conf).
+without reaching Django (deploy/nginx/webfarm.conf.template), on the
+server nginx's key hash picks.
 """
 
 import json
@@ -16,7 +17,7 @@ from contextlib import contextmanager
 
 from pymemcache.exceptions import MemcacheError
 
-from progress.client import get_client
+from progress.client import NGINX_READ_PREFIX, get_client
 from progress.conf import get_config, lost_after
 from progress.exceptions import ProgressUnavailable
 from progress.records import JobRecord
@@ -35,7 +36,8 @@ def cancel_key(job_id: str) -> str:
 
 
 def public_key(job_id: str, read_token: str) -> str:
-    return f"pub:{job_id}.{read_token}"
+    # The prefix puts it on the server nginx asks first (progress.client.FarmHash).
+    return f"{NGINX_READ_PREFIX}{job_id}.{read_token}"
 
 
 @contextmanager

@@ -29,6 +29,7 @@ def result_file(job: Job, name: str) -> ResultFile | None:
 
 
 DATASET_KEY = "reports:dataset"
+DATASET_TTL = 300  # seconds
 
 
 def dataset_summary() -> dict[str, Any]:
@@ -47,7 +48,7 @@ def dataset_summary() -> dict[str, Any]:
             "last": bounds["last"] and bounds["last"].isoformat(),
         }
 
-    return get_or_set(DATASET_KEY, compute, ttl=300)
+    return get_or_set(DATASET_KEY, compute, ttl=DATASET_TTL)
 
 
 def order_date_range() -> tuple[date | None, date | None]:

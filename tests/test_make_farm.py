@@ -55,6 +55,13 @@ def test_make_farm_runs_a_job_through_nginx_and_ctrl_c_stops_it_all(tmp_path):
         farm = processes.Process("make-farm", argv, log_dir=tmp_path, env=env).start()
         try:
             base = f"http://127.0.0.1:{port}"
+            processes.wait_for(
+                lambda: not farm.alive() or _listening(port), timeout=120, what="nginx listening"
+            )
+            assert farm.alive(), farm.log()
+            # nginx starts once the nodes listen: its very first answer is a page, not a 502.
+            first = requests.get(f"{base}/accounts/login/", timeout=60)
+            assert first.status_code == 200, (first.status_code, first.text[:200])
             # Both nodes up first: a node nginx found refusing is skipped for 5 s.
             processes.wait_for(
                 lambda: (

@@ -4,6 +4,7 @@ started and followed through the balancer; progress polls take the fast path
 (memcached_pass) with the job's read token; a wrong token never sees
 progress; a web node and a memcached server die mid-run."""
 
+import json
 import os
 import secrets
 import signal
@@ -16,7 +17,10 @@ from pathlib import Path
 
 import pytest
 import requests
+from pymemcache.client.base import Client
 
+from progress.client import build_client
+from progress.store import public_key
 from tests import processes
 from tests.web import DEMO_PASSWORD, WebClient
 
@@ -239,3 +243,43 @@ def test_a_memcached_server_killed_mid_run(nginx_farm):
     revived, _ = processes.memcached(nginx_farm.dir, port=nginx_farm.memcached_ports[1])
     nginx_farm.started.append(revived)
     nginx_farm.memcached[1] = revived
+
+
+def test_nginx_asks_the_server_that_holds_the_document_first(tmp_path):
+    """The web nodes and nginx agree on where each progress document lives
+    (progress.client.FarmHash and nginx's `hash $memcached_key`), so a
+    fast-path poll is one round trip: no server ever answers a miss."""
+    servers = [processes.memcached(tmp_path) for _ in range(3)]
+    addresses = [address for _, address in servers]
+    dead_web = f"http://127.0.0.1:{processes.free_port()}"  # a miss would show as a 502 from here
+    balancer, url = processes.nginx(tmp_path, web=[dead_web], memcached=addresses, namespace="hashcheck")
+    client = build_client(addresses, "hashcheck")
+    try:
+        documents = {}
+        for n in range(300):
+            job, token = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
+            documents[f"/progress/{job}/{token}/"] = {"job": job, "n": n}
+            assert client.set(public_key(job, token), json.dumps({"job": job, "n": n}).encode())
+        with requests.Session() as session:
+            for path, document in documents.items():
+                response = session.get(url + path, timeout=5)
+                assert response.status_code == 200 and response.headers.get(FAST) == "memcached", path
+                assert response.json() == document
+        stats = [_raw_stats(address) for address in addresses]
+        assert [s[b"get_misses"] for s in stats] == [0, 0, 0]
+        hits = [s[b"get_hits"] for s in stats]
+        assert sum(hits) == len(documents) and min(hits) > 50, hits  # spread over all three
+    finally:
+        client.close()
+        balancer.stop()
+        for process, _ in servers:
+            process.stop()
+
+
+def _raw_stats(address: str) -> dict:
+    host, port = address.rsplit(":", 1)
+    raw = Client((host, int(port)), connect_timeout=1, timeout=1)
+    try:
+        return raw.stats()
+    finally:
+        raw.close()

@@ -1,11 +1,14 @@
 """The report pages: lists of live bars, the job page, starting a report."""
 
+from io import StringIO
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 
 from progress import services, store
+from tests.processes import free_port
 
 pytestmark = pytest.mark.django_db
 
@@ -50,6 +53,15 @@ def test_starting_needs_login_and_unknown_reports_are_404(alice_client):
     assert client.get("/reports/no-such-report/").status_code == 404
     form = client.get("/reports/top-customers/")
     assert form.status_code == 200 and b'name="top"' in form.content
+
+
+def test_generating_data_without_memcached_says_what_that_means(settings, caplog):
+    # At set-up memcached is not running yet: a plain note, not a warning.
+    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    out = StringIO()
+    call_command("generate_orders", orders=10, customers=5, products=3, verbosity=0, stdout=out)
+    assert "memcached is not reachable" in out.getvalue() and "300 s" in out.getvalue()
+    assert not [record for record in caplog.records if record.levelname == "WARNING"]
 
 
 def test_the_dataset_summary_is_computed_once_and_forgotten_when_data_is_regenerated(alice_client):

@@ -156,7 +156,10 @@ def processes(env: dict[str, str], *, port: int, nodes: int, workers: int) -> di
         run_dir=RUN_DIR,
         access_log=str(RUN_DIR / "access.log"),
     )
-    commands["nginx"] = shlex.join(nginx_argv(conf))
+    # Started once the nodes listen, so its first visitors get pages, not 502s.
+    commands["nginx"] = shlex.join(
+        [str(VENV_BIN / "python"), "-m", "webfarm.ready", ",".join(web), "--", *nginx_argv(conf)]
+    )
     if env.get("CELERY_BROKER_URL", "").startswith("redis://127.0.0.1:6379") and not answers(
         "127.0.0.1", 6379
     ):
