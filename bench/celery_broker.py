@@ -4,7 +4,6 @@ worker with two processes for each."""
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -41,8 +40,7 @@ def _measure(broker: str, workdir: Path, memcached: str) -> dict[str, float]:
 
 def run() -> dict[str, dict[str, float]]:
     workdir = Path(tempfile.mkdtemp(prefix="bench-celery-"))
-    started = []
-    try:
+    with processes.stopped_after(workdir) as started:
         mc, address = processes.memcached(workdir, memory_mb=256, extra=["-M"])
         started.append(mc)
         redis, redis_url = processes.redis(workdir)
@@ -51,10 +49,6 @@ def run() -> dict[str, dict[str, float]]:
             "memcached": _measure(f"memcached://{address}", workdir, address),
             "redis": _measure(redis_url, workdir, address),
         }
-    finally:
-        for process in reversed(started):
-            process.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def report(results: dict[str, dict[str, float]]) -> str:

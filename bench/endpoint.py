@@ -73,8 +73,7 @@ def run() -> list[tuple[str, dict[str, float]]]:
     if not shutil.which("wrk"):
         sys.exit("wrk is missing: `make bench` installs it")
     workdir = Path(tempfile.mkdtemp(prefix="bench-endpoint-"))
-    started: list[processes.Process] = []
-    try:
+    with processes.stopped_after(workdir) as started:
         mc, address = processes.memcached(workdir)
         started.append(mc)
         env = {
@@ -106,10 +105,6 @@ def run() -> list[tuple[str, dict[str, float]]]:
             )
         )
         return results
-    finally:
-        for process in reversed(started):
-            process.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def report(results: list[tuple[str, dict[str, float]]]) -> str:

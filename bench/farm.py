@@ -67,72 +67,69 @@ def run() -> dict:
     if not shutil.which("wrk"):
         sys.exit("wrk is missing: `make bench` installs it")
     workdir = Path(tempfile.mkdtemp(prefix="bench-farm-"))
-    started: list[processes.Process] = []
-    with processes.postgres_database("webfarm_bench_farm") as database_url:
-        try:
-            servers = [processes.memcached(workdir, memory_mb=256) for _ in range(2)]
-            started += [process for process, _ in servers]
-            addresses = [address for _, address in servers]
-            env = {
-                **os.environ,
-                "DJANGO_SETTINGS_MODULE": "webfarm.settings",
-                "DATABASE_URL": database_url,
-                "MEMCACHED_SERVERS": ",".join(addresses),
-                "PROGRESS_NAMESPACE": "benchfarm",
-                "DJANGO_SECRET_KEY": uuid.uuid4().hex,
-                "TRUSTED_PROXIES": "127.0.0.1",
-                "LOG_LEVEL": "WARNING",
-            }
-            processes.manage(env, "migrate", "--no-input", "-v", "0")
-            processes.manage(env, "collectstatic", "--no-input", "-v", "0")
-            web = []
-            for name in ("web-a", "web-b"):
-                node, url = processes.gunicorn(env, workdir, name)
-                started.append(node)
-                web.append(url)
-            balancer, base = processes.nginx(workdir, web=web, memcached=addresses, namespace="benchfarm")
-            started.append(balancer)
+    with (
+        processes.postgres_database("webfarm_bench_farm") as database_url,
+        processes.stopped_after(workdir) as started,
+    ):
+        servers = [processes.memcached(workdir, memory_mb=256) for _ in range(2)]
+        started += [process for process, _ in servers]
+        addresses = [address for _, address in servers]
+        env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "webfarm.settings",
+            "DATABASE_URL": database_url,
+            "MEMCACHED_SERVERS": ",".join(addresses),
+            "PROGRESS_NAMESPACE": "benchfarm",
+            "DJANGO_SECRET_KEY": uuid.uuid4().hex,
+            "TRUSTED_PROXIES": "127.0.0.1",
+            "LOG_LEVEL": "WARNING",
+        }
+        processes.manage(env, "migrate", "--no-input", "-v", "0")
+        processes.manage(env, "collectstatic", "--no-input", "-v", "0")
+        web = []
+        for name in ("web-a", "web-b"):
+            node, url = processes.gunicorn(env, workdir, name)
+            started.append(node)
+            web.append(url)
+        balancer, base = processes.nginx(workdir, web=web, memcached=addresses, namespace="benchfarm")
+        started.append(balancer)
 
-            state = workdir / "jobs.json"
-            argv = [sys.executable, "-m", "bench.farm_publisher", str(JOBS), str(state)]
-            publisher = processes.Process("publisher", argv, log_dir=workdir, env=env).start()
-            started.append(publisher)
-            processes.wait_for(
-                lambda: _writes(state) > JOBS or not publisher.alive(), timeout=120, what="publisher"
-            )
-            assert publisher.alive(), publisher.log()
-            published = json.loads(state.read_text())
-            cookie = f"sessionid={published['session']}"
-            fast = workdir / "fast.txt"
-            fast.write_text("".join(f"/progress/{job}/{token}/\n" for job, token in published["jobs"]))
-            django = workdir / "django.txt"
-            django.write_text("".join(f"/progress/{job}/\n" for job, _ in published["jobs"]))
-            static = workdir / "static.txt"
-            static.write_text(STATIC + "\n")
-            job, token = published["jobs"][0]
-            sample = requests.get(f"{base}/progress/{job}/{token}/", timeout=5)
-            assert sample.headers.get("X-Progress-Source") == "memcached", sample.headers
-            document_bytes = len(sample.content)
-            static_bytes = len(requests.get(base + STATIC, timeout=5).content)
+        state = workdir / "jobs.json"
+        argv = [sys.executable, "-m", "bench.farm_publisher", str(JOBS), str(state)]
+        publisher = processes.Process("publisher", argv, log_dir=workdir, env=env).start()
+        started.append(publisher)
+        processes.wait_for(
+            lambda: _writes(state) > JOBS or not publisher.alive(), timeout=120, what="publisher"
+        )
+        assert publisher.alive(), publisher.log()
+        published = json.loads(state.read_text())
+        cookie = f"sessionid={published['session']}"
+        fast = workdir / "fast.txt"
+        fast.write_text("".join(f"/progress/{job}/{token}/\n" for job, token in published["jobs"]))
+        django = workdir / "django.txt"
+        django.write_text("".join(f"/progress/{job}/\n" for job, _ in published["jobs"]))
+        static = workdir / "static.txt"
+        static.write_text(STATIC + "\n")
+        job, token = published["jobs"][0]
+        sample = requests.get(f"{base}/progress/{job}/{token}/", timeout=5)
+        assert sample.headers.get("X-Progress-Source") == "memcached", sample.headers
+        document_bytes = len(sample.content)
+        static_bytes = len(requests.get(base + STATIC, timeout=5).content)
 
-            results: dict = {"document_bytes": document_bytes, "static_bytes": static_bytes}
-            few = {"connections": CONNECTIONS, "duration": DURATION}
-            for paths, extra in ((static, {}), (django, {"cookie": cookie}), (fast, {})):
-                _wrk(base, paths, connections=CONNECTIONS, duration="2s", **extra)  # warm-up
-            results["static"] = _wrk(base, static, **few)
-            results["django"] = _wrk(base, django, cookie=cookie, **few)
-            results["fast"] = _wrk(base, fast, **few)
-            many = {"connections": str(MANY), "duration": MANY_DURATION}
-            before, since = _writes(state), time.monotonic()
-            results["fast_many"] = _wrk(base, fast, **many)
-            results["django_many"] = _wrk(base, django, cookie=cookie, **many)
-            results["writes_per_second"] = (_writes(state) - before) / (time.monotonic() - since)
-            assert publisher.alive(), publisher.log()
-            return results
-        finally:
-            for process in reversed(started):
-                process.stop()
-            shutil.rmtree(workdir, ignore_errors=True)
+        results: dict = {"document_bytes": document_bytes, "static_bytes": static_bytes}
+        few = {"connections": CONNECTIONS, "duration": DURATION}
+        for paths, extra in ((static, {}), (django, {"cookie": cookie}), (fast, {})):
+            _wrk(base, paths, connections=CONNECTIONS, duration="2s", **extra)  # warm-up
+        results["static"] = _wrk(base, static, **few)
+        results["django"] = _wrk(base, django, cookie=cookie, **few)
+        results["fast"] = _wrk(base, fast, **few)
+        many = {"connections": str(MANY), "duration": MANY_DURATION}
+        before, since = _writes(state), time.monotonic()
+        results["fast_many"] = _wrk(base, fast, **many)
+        results["django_many"] = _wrk(base, django, cookie=cookie, **many)
+        results["writes_per_second"] = (_writes(state) - before) / (time.monotonic() - since)
+        assert publisher.alive(), publisher.log()
+        return results
 
 
 def report(r: dict) -> str:

@@ -64,46 +64,43 @@ def run() -> dict:
     if not shutil.which("wrk"):
         raise SystemExit("wrk is missing: `make bench` installs it")
     workdir = Path(tempfile.mkdtemp(prefix="bench-polls-"))
-    with processes.postgres_database("webfarm_bench") as database_url:
-        started: list[processes.Process] = []
-        try:
-            mc, address = processes.memcached(workdir, memory_mb=256)
-            started.append(mc)
-            base_env = {
-                **os.environ,
-                "DJANGO_SETTINGS_MODULE": "bench.settings",
-                "MEMCACHED_SERVERS": address,
-                "PROGRESS_NAMESPACE": "bench",
-                "DJANGO_SECRET_KEY": uuid.uuid4().hex,
-                "LOG_LEVEL": "WARNING",
-                "POLLS_ANONYMOUS_PER_ADDRESS": "1000000000",  # wrk votes from one address
-            }
-            postgres_env = {**base_env, "DATABASE_URL": database_url}
-            sqlite_env = {**base_env, "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}"}
-            results = {}
-            # One node at a time, so each has the machine to itself.
-            web, base, poll, choices = _node(workdir, postgres_env, "web-postgres")
-            started.append(web)
-            processes.manage(postgres_env, "flush_votes")  # the new poll's running totals
-            _votes(base, f"/polls/{poll}/vote/", choices)  # warm-up (and a queue to flush below)
-            results["memcached"] = _votes(base, f"/polls/{poll}/vote/", choices)
-            results["postgres"] = _votes(base, f"/bench/polls/{poll}/vote/", choices)
-            web.stop()
-            queued = _count_votes(database_url, poll)
-            started_at = time.perf_counter()
-            processes.manage(postgres_env, "flush_votes")
-            flush_seconds = time.perf_counter() - started_at
-            flushed = _count_votes(database_url, poll) - queued
-            web, base, poll, choices = _node(workdir, sqlite_env, "web-sqlite")
-            started.append(web)
-            _votes(base, f"/bench/polls/{poll}/vote/", choices)  # warm-up
-            results["sqlite"] = _votes(base, f"/bench/polls/{poll}/vote/", choices)
-            results["flush"] = {"votes": flushed, "seconds": flush_seconds}
-            return results
-        finally:
-            for process in reversed(started):
-                process.stop()
-            shutil.rmtree(workdir, ignore_errors=True)
+    with (
+        processes.postgres_database("webfarm_bench") as database_url,
+        processes.stopped_after(workdir) as started,
+    ):
+        mc, address = processes.memcached(workdir, memory_mb=256)
+        started.append(mc)
+        base_env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "bench.settings",
+            "MEMCACHED_SERVERS": address,
+            "PROGRESS_NAMESPACE": "bench",
+            "DJANGO_SECRET_KEY": uuid.uuid4().hex,
+            "LOG_LEVEL": "WARNING",
+            "POLLS_ANONYMOUS_PER_ADDRESS": "1000000000",  # wrk votes from one address
+        }
+        postgres_env = {**base_env, "DATABASE_URL": database_url}
+        sqlite_env = {**base_env, "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}"}
+        results = {}
+        # One node at a time, so each has the machine to itself.
+        web, base, poll, choices = _node(workdir, postgres_env, "web-postgres")
+        started.append(web)
+        processes.manage(postgres_env, "flush_votes")  # the new poll's running totals
+        _votes(base, f"/polls/{poll}/vote/", choices)  # warm-up (and a queue to flush below)
+        results["memcached"] = _votes(base, f"/polls/{poll}/vote/", choices)
+        results["postgres"] = _votes(base, f"/bench/polls/{poll}/vote/", choices)
+        web.stop()
+        queued = _count_votes(database_url, poll)
+        started_at = time.perf_counter()
+        processes.manage(postgres_env, "flush_votes")
+        flush_seconds = time.perf_counter() - started_at
+        flushed = _count_votes(database_url, poll) - queued
+        web, base, poll, choices = _node(workdir, sqlite_env, "web-sqlite")
+        started.append(web)
+        _votes(base, f"/bench/polls/{poll}/vote/", choices)  # warm-up
+        results["sqlite"] = _votes(base, f"/bench/polls/{poll}/vote/", choices)
+        results["flush"] = {"votes": flushed, "seconds": flush_seconds}
+        return results
 
 
 def report(r: dict) -> str:

@@ -90,8 +90,7 @@ def _one_start_ms(base: str, session: str, expect: int) -> float:
 
 def run() -> dict:
     workdir = Path(tempfile.mkdtemp(prefix="bench-shedding-"))
-    started: list[processes.Process] = []
-    try:
+    with processes.stopped_after() as started:
         mc, address = processes.memcached(workdir, memory_mb=256)
         started.append(mc)
         env = {
@@ -126,9 +125,6 @@ def run() -> dict:
             "full": full,
             "poll": poll,
         }
-    finally:
-        for process in reversed(started):
-            process.stop()
 
 
 def report(r: dict) -> str:

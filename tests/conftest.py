@@ -79,8 +79,7 @@ class Farm:
 def farm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Farm]:
     """The farm with Celery on Redis, then the same farm with Celery on memcached."""
     base = tmp_path_factory.mktemp(f"farm-{request.param}")
-    started: list[processes.Process] = []
-    try:
+    with processes.stopped_after() as started:
         mc, mc_address = processes.memcached(base)
         started.append(mc)
         if request.param == "redis":
@@ -130,6 +129,3 @@ def farm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
             worker=worker,
             others=started,
         )
-    finally:
-        for process in reversed(started):
-            process.stop()

@@ -101,6 +101,21 @@ class Process:
             pass
 
 
+@contextmanager
+def stopped_after(scratch: Path | None = None) -> Iterator[list[Process]]:
+    """A list for the processes a farm starts. On the way out, whatever
+    happened, each is stopped, the newest first, and then the scratch
+    directory they logged into (a benchmark's) is removed."""
+    started: list[Process] = []
+    try:
+        yield started
+    finally:
+        for process in reversed(started):
+            process.stop()
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
 def memcached(
     log_dir: Path, *, port: int | None = None, memory_mb: int = 64, extra: list[str] | None = None
 ) -> tuple[Process, str]:

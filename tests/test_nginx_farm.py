@@ -49,57 +49,52 @@ class NginxFarm:
 @pytest.fixture(scope="module")
 def nginx_farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NginxFarm]:
     base = tmp_path_factory.mktemp("nginx-farm")
-    with processes.postgres_database("webfarm_nginx") as database_url:
-        started: list[processes.Process] = []
-        try:
-            servers = [processes.memcached(base) for _ in range(2)]
-            started += [process for process, _ in servers]
-            addresses = [address for _, address in servers]
-            broker, broker_url = processes.redis(base)
-            started.append(broker)
-            env = {
-                **os.environ,
-                "DATABASE_URL": database_url,
-                "MEMCACHED_SERVERS": ",".join(addresses),
-                "QUEUE_MIRRORS": ",".join(addresses),
-                "CELERY_BROKER_URL": broker_url,
-                "CELERY_QUEUE": "nginxfarm",
-                "PROGRESS_NAMESPACE": "nginxfarm",
-                "DJANGO_SECRET_KEY": "nginx-farm-" + uuid.uuid4().hex,
-                "DEMO_PASSWORD": DEMO_PASSWORD,
-                "DEMO_ORDERS": "30000",
-                "REPORTS_CHUNK_ROWS": "100",
-                "PROGRESS_HEARTBEAT_INTERVAL": "2",
-                "TRUSTED_PROXIES": "127.0.0.1",
-                "LIMIT_REPORTS_PER_USER": "10",
-                "LIMIT_REPORTS_PER_KIND": "50",
-            }
-            processes.manage(env, "migrate", "--no-input", "-v", "0")
-            processes.manage(env, "collectstatic", "--no-input", "-v", "0")
-            processes.manage(env, "seed_demo", "-v", "0")
-            for name in ("worker-1", "worker-2"):
-                started.append(processes.celery_worker(env, base, name, concurrency=1))
-            nodes, ports, urls = {}, {}, []
-            for name in ("node-a", "node-b"):
-                node, url = processes.gunicorn(env, base, name)
-                started.append(node)
-                nodes[name], ports[name] = node, int(url.rsplit(":", 1)[1])
-                urls.append(url)
-            balancer, url = processes.nginx(base, web=urls, memcached=addresses, namespace="nginxfarm")
-            started.append(balancer)
-            yield NginxFarm(
-                dir=base,
-                env=env,
-                url=url,
-                nodes=nodes,
-                node_ports=ports,
-                memcached=[process for process, _ in servers],
-                memcached_ports=[int(a.rsplit(":", 1)[1]) for a in addresses],
-                started=started,
-            )
-        finally:
-            for process in reversed(started):
-                process.stop()
+    with processes.postgres_database("webfarm_nginx") as database_url, processes.stopped_after() as started:
+        servers = [processes.memcached(base) for _ in range(2)]
+        started += [process for process, _ in servers]
+        addresses = [address for _, address in servers]
+        broker, broker_url = processes.redis(base)
+        started.append(broker)
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url,
+            "MEMCACHED_SERVERS": ",".join(addresses),
+            "QUEUE_MIRRORS": ",".join(addresses),
+            "CELERY_BROKER_URL": broker_url,
+            "CELERY_QUEUE": "nginxfarm",
+            "PROGRESS_NAMESPACE": "nginxfarm",
+            "DJANGO_SECRET_KEY": "nginx-farm-" + uuid.uuid4().hex,
+            "DEMO_PASSWORD": DEMO_PASSWORD,
+            "DEMO_ORDERS": "30000",
+            "REPORTS_CHUNK_ROWS": "100",
+            "PROGRESS_HEARTBEAT_INTERVAL": "2",
+            "TRUSTED_PROXIES": "127.0.0.1",
+            "LIMIT_REPORTS_PER_USER": "10",
+            "LIMIT_REPORTS_PER_KIND": "50",
+        }
+        processes.manage(env, "migrate", "--no-input", "-v", "0")
+        processes.manage(env, "collectstatic", "--no-input", "-v", "0")
+        processes.manage(env, "seed_demo", "-v", "0")
+        for name in ("worker-1", "worker-2"):
+            started.append(processes.celery_worker(env, base, name, concurrency=1))
+        nodes, ports, urls = {}, {}, []
+        for name in ("node-a", "node-b"):
+            node, url = processes.gunicorn(env, base, name)
+            started.append(node)
+            nodes[name], ports[name] = node, int(url.rsplit(":", 1)[1])
+            urls.append(url)
+        balancer, url = processes.nginx(base, web=urls, memcached=addresses, namespace="nginxfarm")
+        started.append(balancer)
+        yield NginxFarm(
+            dir=base,
+            env=env,
+            url=url,
+            nodes=nodes,
+            node_ports=ports,
+            memcached=[process for process, _ in servers],
+            memcached_ports=[int(a.rsplit(":", 1)[1]) for a in addresses],
+            started=started,
+        )
 
 
 def _start(client: WebClient, kind: str = "sales-by-region", params: dict | None = None) -> dict:
@@ -249,17 +244,20 @@ def test_nginx_asks_the_server_that_holds_the_document_first(tmp_path):
     """The web nodes and nginx agree on where each progress document lives
     (progress.client.FarmHash and nginx's `hash $memcached_key`), so a
     fast-path poll is one round trip: no server ever answers a miss."""
-    servers = [processes.memcached(tmp_path) for _ in range(3)]
-    addresses = [address for _, address in servers]
-    dead_web = f"http://127.0.0.1:{processes.free_port()}"  # a miss would show as a 502 from here
-    balancer, url = processes.nginx(tmp_path, web=[dead_web], memcached=addresses, namespace="hashcheck")
-    client = build_client(addresses, "hashcheck")
-    try:
+    with processes.stopped_after() as started:
+        servers = [processes.memcached(tmp_path) for _ in range(3)]
+        started += [process for process, _ in servers]
+        addresses = [address for _, address in servers]
+        dead_web = f"http://127.0.0.1:{processes.free_port()}"  # a miss would show as a 502 from here
+        balancer, url = processes.nginx(tmp_path, web=[dead_web], memcached=addresses, namespace="hashcheck")
+        started.append(balancer)
+        client = build_client(addresses, "hashcheck")
         documents = {}
         for n in range(300):
             job, token = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
             documents[f"/progress/{job}/{token}/"] = {"job": job, "n": n}
             assert client.set(public_key(job, token), json.dumps({"job": job, "n": n}).encode())
+        client.close()
         with requests.Session() as session:
             for path, document in documents.items():
                 response = session.get(url + path, timeout=5)
@@ -269,11 +267,6 @@ def test_nginx_asks_the_server_that_holds_the_document_first(tmp_path):
         assert [s[b"get_misses"] for s in stats] == [0, 0, 0]
         hits = [s[b"get_hits"] for s in stats]
         assert sum(hits) == len(documents) and min(hits) > 50, hits  # spread over all three
-    finally:
-        client.close()
-        balancer.stop()
-        for process, _ in servers:
-            process.stop()
 
 
 def _raw_stats(address: str) -> dict:

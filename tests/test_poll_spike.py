@@ -43,40 +43,35 @@ class SpikeFarm:
 @pytest.fixture(scope="module")
 def spike_farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SpikeFarm]:
     base = tmp_path_factory.mktemp("spike")
-    with processes.postgres_database("webfarm_spike") as database_url:
-        started: list[processes.Process] = []
-        try:
-            main, main_address = processes.memcached(base)
-            mirror, mirror_address = processes.memcached(base)
-            broker, broker_url = processes.redis(base)
-            started += [main, mirror, broker]
-            env = {
-                **os.environ,
-                "DATABASE_URL": database_url,
-                "MEMCACHED_SERVERS": main_address,
-                "QUEUE_MIRRORS": f"{main_address},{mirror_address}",
-                "CELERY_BROKER_URL": broker_url,
-                "CELERY_QUEUE": "spike",
-                "PROGRESS_NAMESPACE": "spike",
-                "DJANGO_SECRET_KEY": "spike-" + uuid.uuid4().hex,
-                "POLLS_FLUSH_EVERY": "0.5",
-                # Every voter here comes from 127.0.0.1.
-                "POLLS_ANONYMOUS_PER_ADDRESS": "100000",
-            }
-            processes.manage(env, "migrate", "--no-input", "-v", "0")
-            processes.manage(env, "collectstatic", "--no-input", "-v", "0")
-            started.append(processes.celery_worker(env, base, "flusher"))
-            started.append(processes.celery_beat(env, base))
-            nodes = []
-            for name in ("node-a", "node-b"):
-                node, url = processes.gunicorn(env, base, name)
-                started.append(node)
-                nodes.append(url)
-            port = int(main_address.rsplit(":", 1)[1])
-            yield SpikeFarm(base, env, database_url, nodes, main, port, started)
-        finally:
-            for process in reversed(started):
-                process.stop()
+    with processes.postgres_database("webfarm_spike") as database_url, processes.stopped_after() as started:
+        main, main_address = processes.memcached(base)
+        mirror, mirror_address = processes.memcached(base)
+        broker, broker_url = processes.redis(base)
+        started += [main, mirror, broker]
+        env = {
+            **os.environ,
+            "DATABASE_URL": database_url,
+            "MEMCACHED_SERVERS": main_address,
+            "QUEUE_MIRRORS": f"{main_address},{mirror_address}",
+            "CELERY_BROKER_URL": broker_url,
+            "CELERY_QUEUE": "spike",
+            "PROGRESS_NAMESPACE": "spike",
+            "DJANGO_SECRET_KEY": "spike-" + uuid.uuid4().hex,
+            "POLLS_FLUSH_EVERY": "0.5",
+            # Every voter here comes from 127.0.0.1.
+            "POLLS_ANONYMOUS_PER_ADDRESS": "100000",
+        }
+        processes.manage(env, "migrate", "--no-input", "-v", "0")
+        processes.manage(env, "collectstatic", "--no-input", "-v", "0")
+        started.append(processes.celery_worker(env, base, "flusher"))
+        started.append(processes.celery_beat(env, base))
+        nodes = []
+        for name in ("node-a", "node-b"):
+            node, url = processes.gunicorn(env, base, name)
+            started.append(node)
+            nodes.append(url)
+        port = int(main_address.rsplit(":", 1)[1])
+        yield SpikeFarm(base, env, database_url, nodes, main, port, started)
 
 
 def _db_totals(farm: SpikeFarm, poll: int) -> dict[int, int]:
