@@ -14,7 +14,7 @@ APT_UPDATED := /tmp/.webfarm-apt-updated
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: setup system-packages test-packages farm-packages venv migrate demo run farm test bench lint clean
+.PHONY: setup system-packages test-packages farm-packages venv migrate demo run farm test check bench lint clean
 
 setup: system-packages venv migrate demo
 
@@ -33,10 +33,14 @@ system-packages:
 farm-packages:
 	$(call need,nginx,nginx)
 
-# Only the tests and benchmarks need a browser and a load generator.
+# Only the tests and benchmarks need a browser, a load generator and
+# PostgreSQL's programs (they start a server of their own on a free port).
 test-packages: farm-packages
 	$(call need,chromium,chromium)
 	$(call need,wrk,wrk)
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  [ -f $(APT_UPDATED) ] || { $(APT) update -qq && touch $(APT_UPDATED); }; \
+	  echo "installing postgresql from the OS packages"; $(APT) install -y -qq postgresql >/dev/null; }
 
 venv: $(REQ_STAMP)
 $(REQ_STAMP): requirements.txt
@@ -54,14 +58,16 @@ demo: migrate
 run: setup
 	@$(PY) -m webfarm.launch --host $(HOST) --port $(PORT)
 
-# nginx in front of web nodes, workers, beat, two memcached and PostgreSQL (README).
+# nginx in front of web nodes, workers, beat, two memcached and PostgreSQL (docs/farm.md).
 farm: setup farm-packages
 	@$(PY) -m webfarm.farm --port $(PORT)
 
-test: setup test-packages
-	$(PY) -m ruff check .
-	$(PY) -m ruff format --check .
+test: setup test-packages lint
 	$(PY) -m pytest
+
+# The quick tier: lint and the tests that start no farm (a minute or two).
+check: setup lint
+	$(PY) -m pytest -m "not farm and not browser"
 
 bench: setup test-packages
 	$(PY) -m bench

@@ -6,6 +6,9 @@ already written, so a message delivered again after a crash (written, not yet
 acknowledged) is skipped, and an entry that arrives late (its producer was slow,
 the queue waited) is still written. The queue itself copes with entries counted
 but not yet written, and with counter resets (a new generation).
+
+An entry that is not a site-log entry (activity.entries) goes to the queue's
+dead letters, and the drainer carries on with the ones behind it.
 """
 
 import json
@@ -15,18 +18,20 @@ from collections.abc import Callable
 from pathlib import Path
 
 from activity import recent
+from activity.entries import check
 from activity.handler import QUEUE_NAME
 from activity.logfile import tail_entries
-from progress.client import get_client
+from core.client import get_client
+from core.leases import Busy, lease
 from queues.core import Message, Queue
 
 BATCH = 500
 TAIL_BYTES = 4 * 1024 * 1024  # how much of the file to read back on start
 LOCK_KEY = "sitelog:drainer"
-LOCK_TTL = 60
+LOCK_TTL = 30  # renewed at every batch: a drainer that died frees it within this
 
 
-class DrainerBusy(Exception):
+class DrainerBusy(Busy):
     """Another drainer holds the lock: one file, one writer."""
 
 
@@ -44,10 +49,8 @@ def drain(
     """Write what the queue holds to `path`; with follow, keep going until
     stopped. Returns the number of lines written."""
     client = get_client()
-    if not client.add(LOCK_KEY, str(os.getpid()).encode(), expire=LOCK_TTL):
-        raise DrainerBusy("another drainer is running")
     written = 0
-    try:
+    with lease(LOCK_KEY, LOCK_TTL, DrainerBusy, "another drainer") as renew:
         queue = Queue(QUEUE_NAME)
         seen = _written(path)
         idle_since = time.monotonic()
@@ -55,32 +58,34 @@ def drain(
         with path.open("ab") as out:
             while True:
                 messages = sorted(queue.claim_many(BATCH), key=lambda m: m.index)
-                client.touch(LOCK_KEY, LOCK_TTL)
+                renew()
                 if not messages:
                     if not follow and time.monotonic() - idle_since >= idle_exit:
                         return written
                     time.sleep(0.2)
                     continue
                 idle_since = time.monotonic()
-                lines = []
+                entries, done, bad = [], [], []
                 for message in messages:
-                    position = message.receipt.rsplit(".", 1)[0]  # generation.index
+                    position = message.position
                     if position in seen:
-                        continue  # written before a crash, delivered again
-                    seen.add(position)
+                        done.append(message)  # written before a crash, delivered again
+                        continue
                     try:
-                        data = json.loads(message.body)
-                    except ValueError:
-                        data = {"message": message.body.decode(errors="replace")}
+                        data = check(json.loads(message.body))
+                    except (ValueError, RecursionError) as exc:
+                        bad.append((message, f"not a site-log entry: {exc}"))
+                        continue
+                    seen.add(position)
                     data["q"] = position
-                    lines.append(json.dumps(data, separators=(",", ":")).encode() + b"\n")
-                out.write(b"".join(lines))
+                    entries.append(data)
+                    done.append(message)
+                out.write(b"".join(json.dumps(e, separators=(",", ":")).encode() + b"\n" for e in entries))
                 out.flush()
                 os.fsync(out.fileno())
-                recent.remember(client, lines)
+                recent.remember(client, entries)
                 if before_ack:
                     before_ack(messages)
-                queue.ack_many([m.receipt for m in messages])
-                written += len(lines)
-    finally:
-        client.delete(LOCK_KEY)
+                queue.bury_many(bad)
+                queue.ack_many([m.receipt for m in done])
+                written += len(entries)

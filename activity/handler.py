@@ -14,9 +14,9 @@ import socket
 import time
 from typing import Any
 
+from core.counters import count
 from queues.core import producer
 from queues.exceptions import QueueError
-from stats.counters import count
 
 QUEUE_NAME = "sitelog"
 BUFFER = 10_000

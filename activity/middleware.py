@@ -6,6 +6,8 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
 
+from core.paths import loggable_path
+
 logger = logging.getLogger("activity")
 
 
@@ -17,15 +19,16 @@ class ActivityLogMiddleware:
         start = time.perf_counter()
         response = self.get_response(request)
         user = getattr(request, "user", None)
+        path = loggable_path(request)
         logger.info(
             "%s %s %s",
             request.method,
-            request.path,
+            path,
             response.status_code,
             extra={
                 "user": user.get_username() if user is not None and user.is_authenticated else None,
                 "method": request.method,
-                "path": request.path[:500],
+                "path": path,
                 "status": response.status_code,
                 "duration_ms": round((time.perf_counter() - start) * 1000, 1),
             },

@@ -1,5 +1,9 @@
 """The newest site-log entries, kept in memcached by the drainer so that any
-web node can show them (the log file lives on the drainer's machine)."""
+web node can show them (the log file lives on the drainer's machine).
+
+One sealed key (core.seal): a list someone else put there reads as none,
+and every entry is checked again on the way out.
+"""
 
 import json
 from collections import deque
@@ -8,22 +12,35 @@ from typing import Any
 
 from pymemcache.exceptions import MemcacheError
 
+from activity.entries import valid_only
 from activity.logfile import tail_entries
-from progress.client import get_client
+from core.client import get_client
+from core.seal import seal, unseal
 
 KEY = "sitelog:recent"
 KEEP = 100
 TAIL_BYTES = 256 * 1024
+# One key; rewritten at every drain. Lapses a day after the last one, when the
+# dashboard reads the file's tail instead.
+TTL = 24 * 3600
 
 
-def remember(client: Any, lines: list[bytes]) -> None:
-    """Add freshly written JSON lines (only the drainer writes: it holds the lock)."""
-    if not lines:
+def _stored(client: Any) -> list[dict[str, Any]]:
+    raw = unseal("sitelog", KEY, client.get(KEY))
+    try:
+        return valid_only(json.loads(raw)) if raw is not None else []
+    except (ValueError, RecursionError):
+        return []
+
+
+def remember(client: Any, entries: list[dict[str, Any]]) -> None:
+    """Add freshly written entries (only the drainer writes: it holds the lock)."""
+    if not entries:
         return
     try:
-        kept = deque(json.loads(client.get(KEY) or b"[]"), maxlen=KEEP)
-        kept.extend(json.loads(line) for line in lines)
-        client.set(KEY, json.dumps(list(kept)).encode())
+        kept = deque(_stored(client), maxlen=KEEP)
+        kept.extend(entries)
+        client.set(KEY, seal(KEY, json.dumps(list(kept)).encode()), expire=TTL)
     except (MemcacheError, OSError):
         pass  # the file has them; the dashboard falls back to its tail
 
@@ -32,9 +49,9 @@ def newest(limit: int, log_file: Path | None = None) -> list[dict[str, Any]]:
     """Newest first. From memcached; from the log file's tail when memcached
     has none (restarted) and the file is on this machine."""
     try:
-        entries = json.loads(get_client().get(KEY) or b"[]")
+        entries = _stored(get_client())
     except (MemcacheError, OSError):
         entries = []
     if not entries and log_file is not None:
-        entries = tail_entries(log_file, TAIL_BYTES)[-KEEP:]
+        entries = valid_only(tail_entries(log_file, TAIL_BYTES)[-KEEP:])
     return entries[::-1][:limit]

@@ -1,6 +1,6 @@
 """`make bench`: every benchmark, each against a baseline measured in the same run."""
 
-from bench import celery_broker, dashboard, endpoint, farm, polls, publish, queue, shedding
+from bench import celery_broker, dashboard, endpoint, farm, memory, polls, publish, queue, shedding
 
 
 def main() -> None:
@@ -19,6 +19,8 @@ def main() -> None:
     print(polls.report(polls.run()), flush=True)
     print()
     print(farm.report(farm.run()), flush=True)
+    print()
+    print(memory.report(memory.run()), flush=True)
 
 
 if __name__ == "__main__":

@@ -18,8 +18,8 @@ def _measure(broker: str, workdir: Path, memcached: str) -> dict[str, float]:
         "DJANGO_SETTINGS_MODULE": "webfarm.settings",
         "MEMCACHED_SERVERS": memcached,
         "CELERY_BROKER_URL": broker,
-        "CELERY_QUEUE": "bench",
-        "PROGRESS_NAMESPACE": "benchcelery",
+        "CELERY_TASK_DEFAULT_QUEUE": "bench",
+        "MEMCACHED_NAMESPACE": "benchcelery",
         "LOG_LEVEL": "WARNING",
     }
     worker = processes.celery_worker(env, workdir, f"worker-{broker.split(':')[0]}", include="bench.tasks")

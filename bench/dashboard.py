@@ -60,7 +60,7 @@ def run() -> dict[str, tuple[float, float]]:
             **os.environ,
             "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}",
             "MEMCACHED_SERVERS": address,
-            "PROGRESS_NAMESPACE": "bench",
+            "MEMCACHED_NAMESPACE": "bench",
             "DJANGO_SECRET_KEY": uuid.uuid4().hex,
             "DJANGO_ALLOWED_HOSTS": "127.0.0.1",
             "LOG_LEVEL": "WARNING",

@@ -27,7 +27,7 @@ def _setup(env: dict) -> tuple[str, str]:
 from django.contrib.auth import get_user_model
 from django.test import Client
 from progress import services
-from progress.client import get_client
+from core.client import get_client
 user = get_user_model().objects.create_user("bench", password="bench-password")
 job = services.create_job(owner=user, kind="sales-by-region", title="bench", params={})
 record = services.begin_job(job.id)
@@ -81,7 +81,7 @@ def run() -> list[tuple[str, dict[str, float]]]:
             "DJANGO_SETTINGS_MODULE": "bench.settings",
             "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}",
             "MEMCACHED_SERVERS": address,
-            "PROGRESS_NAMESPACE": "bench",
+            "MEMCACHED_NAMESPACE": "bench",
             "DJANGO_SECRET_KEY": uuid.uuid4().hex,
             "LOG_LEVEL": "WARNING",
         }

@@ -79,7 +79,7 @@ def run() -> dict:
             "DJANGO_SETTINGS_MODULE": "webfarm.settings",
             "DATABASE_URL": database_url,
             "MEMCACHED_SERVERS": ",".join(addresses),
-            "PROGRESS_NAMESPACE": "benchfarm",
+            "MEMCACHED_NAMESPACE": "benchfarm",
             "DJANGO_SECRET_KEY": uuid.uuid4().hex,
             "TRUSTED_PROXIES": "127.0.0.1",
             "LOG_LEVEL": "WARNING",

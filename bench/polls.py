@@ -74,7 +74,7 @@ def run() -> dict:
             **os.environ,
             "DJANGO_SETTINGS_MODULE": "bench.settings",
             "MEMCACHED_SERVERS": address,
-            "PROGRESS_NAMESPACE": "bench",
+            "MEMCACHED_NAMESPACE": "bench",
             "DJANGO_SECRET_KEY": uuid.uuid4().hex,
             "LOG_LEVEL": "WARNING",
             "POLLS_ANONYMOUS_PER_ADDRESS": "1000000000",  # wrk votes from one address

@@ -98,11 +98,11 @@ def run() -> dict:
             "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}",
             "MEMCACHED_SERVERS": address,
             "CELERY_BROKER_URL": "memcached://",  # no worker: accepted jobs wait, holding their slots
-            "PROGRESS_NAMESPACE": "bench",
+            "MEMCACHED_NAMESPACE": "bench",
             "DJANGO_SECRET_KEY": uuid.uuid4().hex,
             "LOG_LEVEL": "WARNING",
-            "LIMIT_REPORTS_PER_USER": str(PER_USER),
-            "LIMIT_REPORTS_PER_KIND": str(PER_KIND),
+            "LIMITS_REPORTS_PER_USER": str(PER_USER),
+            "LIMITS_REPORTS_PER_KIND": str(PER_KIND),
         }
         processes.manage(env, "migrate", "--no-input", "-v", "0")
         sessions = _sessions(env, USERS)

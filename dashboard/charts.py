@@ -3,7 +3,7 @@
 from datetime import datetime
 from typing import Any
 
-from reports.definitions.base import png_chart
+from core.charts import png_chart
 
 SIZE = (7.5, 3.2)
 STATE_COLOURS = {

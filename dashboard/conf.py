@@ -1,11 +1,8 @@
 """The dashboard's settings: DEFAULTS overlaid by settings.DASHBOARD."""
 
-from functools import cache
 from typing import Any
 
-from django.conf import settings
-from django.core.signals import setting_changed
-from django.dispatch import receiver
+from core.appsettings import AppSettings
 
 DEFAULTS: dict[str, Any] = {
     # Seconds between a Celery worker's heartbeats; a worker is shown as
@@ -26,12 +23,4 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-@cache
-def get_config() -> dict[str, Any]:
-    return {**DEFAULTS, **getattr(settings, "DASHBOARD", {})}
-
-
-@receiver(setting_changed)
-def _reset_on_change(*, setting: str, **kwargs: Any) -> None:
-    if setting == "DASHBOARD":
-        get_config.cache_clear()
+get_config = AppSettings("DASHBOARD", DEFAULTS)

@@ -12,11 +12,11 @@ from django.conf import settings
 from pymemcache.exceptions import MemcacheError
 
 from activity import recent
+from core.memo import get_or_set
 from dashboard import charts, series
 from dashboard.conf import get_config
 from dashboard.servers import farm_servers
 from dashboard.workers import live_workers
-from progress.memo import get_or_set
 from progress.models import Job
 from progress.selectors import job_rows
 from progress.states import State

@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from core.counters import DURATION_BUCKETS
 from progress.states import State
-from stats.counters import DURATION_BUCKETS
 from stats.models import CounterMinute, CounterSample
 from stats.selectors import unharvested
 

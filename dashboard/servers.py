@@ -5,8 +5,8 @@ from dataclasses import dataclass
 from pymemcache.client.base import Client
 from pymemcache.exceptions import MemcacheError
 
-from progress.client import parse_servers
-from progress.conf import get_config
+from core.client import parse_servers
+from core.conf import get_config
 
 # A dashboard must not hang on a dead server.
 PROBE_TIMEOUT = 0.5

@@ -8,7 +8,9 @@ worker was last heard from, how busy it is, and that it stopped cleanly.
 import hashlib
 import json
 import logging
+import math
 import os
+import re
 import socket
 import threading
 import time
@@ -18,9 +20,11 @@ from celery.signals import worker_ready, worker_shutdown
 from celery.worker import state as worker_state
 from pymemcache.exceptions import MemcacheError
 
+from core.client import get_client
+from core.lists import add_member, members, remove_members
+from core.seal import seal, unseal
+from core.tampering import refused
 from dashboard.conf import get_config
-from progress.client import get_client
-from progress.lists import add_member, members, remove_members
 
 logger = logging.getLogger(__name__)
 
@@ -28,6 +32,33 @@ REGISTRY = "workers:registry"
 # A record outlives its worker by a day, so the dashboard can say when it went quiet.
 RECORD_TTL = 24 * 3600
 MISSED_BEATS = 3
+_ID_RE = re.compile(r"[0-9a-f]{16}")
+_STATES = {"up", "stopped"}
+
+
+def _is_worker_id(value: str) -> bool:
+    return _ID_RE.fullmatch(value) is not None
+
+
+def _checked(record: Any) -> dict[str, Any]:
+    """A heartbeat record as Heartbeat.beat() writes it, else ValueError."""
+    if not isinstance(record, dict) or record.get("state") not in _STATES:
+        raise ValueError("not a heartbeat")
+    for name in ("hostname", "node"):
+        if not isinstance(record.get(name), str):
+            raise ValueError(f"bad {name}")
+    for name in ("seen", "every", "started"):
+        value = record.get(name)
+        if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+            raise ValueError(f"bad {name}")
+    if record["every"] <= 0:
+        raise ValueError("bad every")
+    for name in ("pid", "concurrency", "active", "processed"):
+        if not isinstance(record.get(name), int):
+            raise ValueError(f"bad {name}")
+    if not isinstance(record.get("queues"), list) or not all(isinstance(q, str) for q in record["queues"]):
+        raise ValueError("bad queues")
+    return record
 
 
 def _key(worker_id: str) -> str:
@@ -76,9 +107,10 @@ class Heartbeat:
         }
         try:
             client = get_client()
-            client.set(_key(self.id), json.dumps(record).encode(), expire=RECORD_TTL)
+            key = _key(self.id)
+            client.set(key, seal(key, json.dumps(record).encode()), expire=RECORD_TTL)
             # Checked every beat: memcached may have restarted and lost the list.
-            if self.id not in members(client, REGISTRY):
+            if self.id not in members(client, REGISTRY, _is_worker_id):
                 add_member(client, REGISTRY, self.id)
         except (MemcacheError, OSError) as exc:
             # Next beat tries again; the dashboard shows the worker as silent meanwhile.
@@ -116,14 +148,21 @@ def live_workers(now: float | None = None) -> list[dict[str, Any]]:
     MemcacheError/OSError when memcached is unreachable."""
     now = time.time() if now is None else now
     client = get_client()
-    ids = members(client, REGISTRY)
+    ids = members(client, REGISTRY, _is_worker_id)
     found = client.get_many([_key(i) for i in ids]) if ids else {}
     gone = {i for i in ids if _key(i) not in found}
     if gone:  # their records expired: a day without a beat
         remove_members(client, REGISTRY, gone)
     workers = []
-    for raw in found.values():
-        record = json.loads(raw)
+    for key, raw in found.items():
+        value = unseal("workers", key, raw)
+        if value is None:
+            continue
+        try:
+            record = _checked(json.loads(value))
+        except (ValueError, RecursionError) as exc:
+            refused("workers", key, str(exc))
+            continue
         if record.get("state") == "up" and now - record["seen"] > MISSED_BEATS * record["every"]:
             record["state"] = "silent"
         record["ago"] = max(now - record["seen"], 0.0)

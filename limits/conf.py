@@ -1,11 +1,8 @@
 """The limits app's settings: DEFAULTS overlaid by settings.LIMITS."""
 
-from functools import cache
 from typing import Any
 
-from django.conf import settings
-from django.core.signals import setting_changed
-from django.dispatch import receiver
+from core.appsettings import AppSettings
 
 DEFAULTS: dict[str, Any] = {
     # Report jobs queued or running at once, farm-wide: per user, per report type.
@@ -29,12 +26,4 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
-@cache
-def get_config() -> dict[str, Any]:
-    return {**DEFAULTS, **getattr(settings, "LIMITS", {})}
-
-
-@receiver(setting_changed)
-def _reset_on_change(*, setting: str, **kwargs: Any) -> None:
-    if setting == "LIMITS":
-        get_config.cache_clear()
+get_config = AppSettings("LIMITS", DEFAULTS)

@@ -17,9 +17,9 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
+from core.slots import Lease, LimitReached, SlotsUnavailable, acquire
 from limits.conf import get_config
 from limits.refusals import note_refusal, refusal_response
-from limits.slots import Lease, LimitReached, SlotsUnavailable, acquire
 
 View = Callable[..., HttpResponse]
 
@@ -69,8 +69,7 @@ def limit_concurrency(
                 lease.release()
                 raise
             if isinstance(response, StreamingHttpResponse):
-                response.streaming_content = _renewing(response.streaming_content, lease)
-                response._resource_closers.append(lease.release)
+                response.streaming_content = _Renewing(response.streaming_content, lease)
             else:
                 lease.release()
             return response
@@ -80,11 +79,28 @@ def limit_concurrency(
     return decorate
 
 
-def _renewing(chunks: Iterable[bytes], lease: Lease) -> Iterator[bytes]:
-    """Renew the lease at a third of its length while the chunks go out."""
-    renewed = time.monotonic()
-    for chunk in chunks:
-        if time.monotonic() - renewed > lease.ttl / 3:
-            lease.renew()
-            renewed = time.monotonic()
-        yield chunk
+class _Renewing:
+    """The response's chunks, renewing the lease at a third of its length
+    while they go out, and releasing it when the response is closed. Django
+    closes the streaming content with the response (anything with close()),
+    also when the client went away before the first chunk."""
+
+    def __init__(self, chunks: Iterable[bytes], lease: Lease) -> None:
+        self._chunks = iter(chunks)
+        self._lease = lease
+        self._renewed = time.monotonic()
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self
+
+    def __next__(self) -> bytes:
+        if time.monotonic() - self._renewed > self._lease.ttl / 3:
+            self._lease.renew()
+            self._renewed = time.monotonic()
+        return next(self._chunks)
+
+    def close(self) -> None:
+        self._lease.release()
+        close = getattr(self._chunks, "close", None)
+        if close is not None:
+            close()

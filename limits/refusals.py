@@ -6,8 +6,10 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from progress.http import json_error, wants_json
-from stats.counters import count
+from core.counters import count
+from core.http import json_error, wants_json
+from core.paths import loggable_path
+from core.responses import mark_logged
 
 activity = logging.getLogger("activity")
 
@@ -23,7 +25,7 @@ def note_refusal(request: HttpRequest, reason: str, message: str, retry_after: i
             "event": "refused",
             "reason": reason,
             "user": user,
-            "path": request.path,
+            "path": loggable_path(request),
             "retry_after": retry_after,
         },
     )
@@ -47,5 +49,4 @@ def refusal_response(
         response["Cache-Control"] = "no-store"
     # A refusal is the farm working as meant: note_refusal logged it once, as
     # itself; Django would log every one again as a server error.
-    response._has_been_logged = True
-    return response
+    return mark_logged(response)

@@ -8,3 +8,7 @@ class PollsConfig(AppConfig):
 
     def ready(self) -> None:
         from polls import snapshot  # noqa: F401 (connects the signals that forget cached polls)
+        from polls.conf import get_config
+        from queues.front import declare_internal
+
+        declare_internal(lambda: get_config()["QUEUE"])

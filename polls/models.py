@@ -51,7 +51,9 @@ class Vote(models.Model):
     counted = models.BooleanField(default=True)
 
     class Meta:
-        indexes = [models.Index(fields=["poll", "voter"]), models.Index(fields=["poll", "choice"])]
+        indexes = [models.Index(fields=["poll", "choice"])]
+        # One vote per voter, whatever memcached forgot: a second one is dropped at flush.
+        constraints = [models.UniqueConstraint(fields=["poll", "voter"], name="one_vote_per_voter")]
 
     def __str__(self) -> str:
         return f"{self.voter} -> {self.choice_id}"

@@ -25,6 +25,7 @@ import logging
 import secrets
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -33,16 +34,21 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count
 from pymemcache.exceptions import MemcacheError
 
+from core.client import get_client
+from core.counters import count
+from core.leases import Busy, lease
+from core.memo import get_or_set
 from polls.conf import get_config
+from polls.messages import check_vote
 from polls.models import Choice, Poll, Vote
 from polls.snapshot import PollInfo
-from progress.client import get_client
-from progress.memo import get_or_set
 from queues.core import Queue, producer
 from queues.exceptions import QueueError
-from stats.counters import count
 
 logger = logging.getLogger(__name__)
+
+
+ALREADY_VOTED = "You have already voted in this poll."
 
 
 class VoteRefused(Exception):
@@ -115,12 +121,17 @@ def _cast_in_memcached(ballot: Ballot, vote: dict[str, Any]) -> str:
     poll_id = ballot.poll.id
     marker = _marker(poll_id, ballot.voter)
     if not client.add(marker, vote["id"].encode(), expire=config["MARKER_TTL"]):
-        raise VoteRefused(409, "You have already voted in this poll.")
+        raise VoteRefused(409, ALREADY_VOTED)
     raw_epoch = client.get(built_key(poll_id))
-    if raw_epoch is None and _voted_in_database(ballot):
-        # memcached lost this poll's markers (restarted) and they are not
-        # rebuilt yet: the database knows the votes flushed before.
-        raise VoteRefused(409, "You have already voted in this poll.")
+    if not _is_epoch(raw_epoch):
+        raw_epoch = None  # none, or not ours: as while the totals are rebuilt
+    # No marker: a first vote, or one whose marker lapsed or memcached lost.
+    # The database knows the votes flushed before: asked while the totals are
+    # rebuilt, and always for a logged-in voter, who costs queries anyway.
+    # (An anonymous voter's second vote is dropped at flush; their browser's
+    # cookie answers before that.)
+    if (raw_epoch is None or ballot.user_id is not None) and _voted_in_database(ballot):
+        raise VoteRefused(409, ALREADY_VOTED)  # the marker stays: it is true
     epoch = raw_epoch.decode() if raw_epoch is not None else None
     total = total_key(poll_id, epoch, ballot.choice_id) if epoch else None
     # Counted before it is queued, so the message can say where it counted.
@@ -149,7 +160,8 @@ def _rate_limit(client: Any, address: str) -> None:
     config = get_config()
     window = int(time.time() // config["ANONYMOUS_WINDOW"])
     key = f"poll:rate:{hashlib.blake2b(address.encode(), digest_size=8).hexdigest()}:{window}"
-    client.add(key, b"0", expire=config["ANONYMOUS_WINDOW"] * 2)
+    # The key names its window: it is needed only until the window ends.
+    client.add(key, b"0", expire=config["ANONYMOUS_WINDOW"])
     if (client.incr(key, 1) or 0) > config["ANONYMOUS_PER_ADDRESS"]:
         raise VoteRefused(429, "Too many votes from your network; try again later.")
 
@@ -160,8 +172,12 @@ def write_direct(vote: dict[str, Any]) -> None:
         # Serialise this poll's direct votes, so a voter's two at once cannot both pass.
         Poll.objects.select_for_update().filter(pk=vote["poll"]).first()
         if Vote.objects.filter(poll_id=vote["poll"], voter=vote["voter"]).exists():
-            raise VoteRefused(409, "You have already voted in this poll.")
-        Vote.objects.create(**_row(vote), via="direct", counted=False)
+            raise VoteRefused(409, ALREADY_VOTED)
+        try:
+            with transaction.atomic():
+                Vote.objects.create(**_row(vote), via="direct", counted=False)
+        except IntegrityError:  # the flusher stored this voter's queued vote meanwhile
+            raise VoteRefused(409, ALREADY_VOTED) from None
 
 
 def _row(vote: dict[str, Any]) -> dict[str, Any]:
@@ -179,12 +195,15 @@ def _row(vote: dict[str, Any]) -> dict[str, Any]:
 # -- the flusher ----------------------------------------------------------------------
 
 
-def flush(*, limit: int | None = None) -> int:
+def flush(*, limit: int | None = None, renew: Callable[[], None] = lambda: None) -> int:
     """Move queued votes into the database; returns how many were new.
 
     Each batch is written (ignoring ids already stored) and only then
     acknowledged: a flush stopped anywhere loses nothing and, run again,
-    stores nothing twice.
+    stores nothing twice. A message that is not a vote, or a vote for a poll
+    or choice that no longer exists, goes to the dead letters; a second vote
+    by the same voter (their marker had expired) is dropped and taken out of
+    the running totals. Either way the votes behind it flow on.
     """
     config = get_config()
     queue = Queue(config["QUEUE"])
@@ -193,29 +212,69 @@ def flush(*, limit: int | None = None) -> int:
         messages = queue.claim_many(config["FLUSH_BATCH"])
         if not messages:
             break
-        votes = []
+        votes, bad = [], []
         for message in messages:
             try:
-                vote = json.loads(message.body)
-                votes.append((_row(vote), vote.get("counted_in")))
-            except (ValueError, KeyError, TypeError, AttributeError):
-                logger.error("vote queue: dropping a malformed message %r", message.body[:200])
-        epochs = _epochs({row["poll_id"] for row, _ in votes})
-        # Counted only if in totals memcached still has; count_uncounted_votes() adds the rest.
-        rows = [Vote(**row, counted=bool(e) and e == epochs.get(row["poll_id"])) for row, e in votes]
-        before = Vote.objects.filter(pk__in=[row.id for row in rows]).count()
-        try:
-            Vote.objects.bulk_create(rows, ignore_conflicts=True)
-        except IntegrityError:  # a poll or choice deleted meanwhile: one by one
-            for row in rows:
-                try:
-                    with transaction.atomic():
-                        row.save(force_insert=True)
-                except IntegrityError:
-                    logger.warning("vote %s for a deleted poll or choice dropped", row.id)
-        stored += Vote.objects.filter(pk__in=[row.id for row in rows]).count() - before
-        queue.ack_many([message.receipt for message in messages])
+                votes.append((message, check_vote(json.loads(message.body))))
+            except (ValueError, RecursionError) as exc:
+                bad.append((message, f"not a vote: {exc}"))
+        choices = _choices_of({vote["poll"] for _, vote in votes})
+        epochs = _epochs(set(choices))
+        kept = []
+        for message, vote in votes:
+            if vote["choice"] in choices.get(vote["poll"], ()):
+                kept.append((message, vote))
+            else:
+                bad.append((message, "no such poll or choice (deleted since the vote?)"))
+                _uncount(vote, epochs)
+        stored += _store(kept, epochs)
+        queue.bury_many(bad)
+        queue.ack_many([message.receipt for message, _ in kept])
+        renew()
     return stored
+
+
+def _choices_of(poll_ids: set[int]) -> dict[int, set[int]]:
+    choices: dict[int, set[int]] = {}
+    for poll_id, choice_id in Choice.objects.filter(poll_id__in=poll_ids).values_list("poll_id", "id"):
+        choices.setdefault(poll_id, set()).add(choice_id)
+    return choices
+
+
+def _store(votes: list[tuple[Any, dict[str, Any]]], epochs: dict[int, str]) -> int:
+    """Write the votes (ids already stored are skipped); returns how many are new."""
+    # Counted only if in totals memcached still has; count_uncounted_votes() adds the rest.
+    rows = [
+        Vote(**_row(v), counted=bool(v.get("counted_in")) and v["counted_in"] == epochs.get(v["poll"]))
+        for _, v in votes
+    ]
+    ids = [row.id for row in rows]
+    before = set(Vote.objects.filter(pk__in=ids).values_list("pk", flat=True))
+    try:
+        Vote.objects.bulk_create(rows, ignore_conflicts=True)
+    except IntegrityError:  # a poll or choice deleted meanwhile: one by one
+        for row in rows:
+            try:
+                with transaction.atomic():
+                    row.save(force_insert=True)
+            except IntegrityError:
+                logger.warning("vote %s for a deleted poll or choice (or a second vote) dropped", row.id)
+    after = set(Vote.objects.filter(pk__in=ids).values_list("pk", flat=True))
+    # Not stored under its own id: its voter had voted already (one vote per voter).
+    seconds = [vote for _, vote in votes if vote["id"] not in after]
+    for vote in seconds:
+        _uncount(vote, epochs)
+    if seconds:
+        count("poll_votes_refused", len(seconds), reason="second-vote")
+    return len(after - before)
+
+
+def _uncount(vote: dict[str, Any], epochs: dict[int, str]) -> None:
+    """Take a vote that will not be stored out of the running total it counted in."""
+    epoch = vote.get("counted_in")
+    if epoch and epoch == epochs.get(vote["poll"]):
+        with contextlib.suppress(MemcacheError, OSError):
+            get_client().decr(total_key(vote["poll"], epoch, vote["choice"]), 1)
 
 
 def db_totals(poll_id: int) -> dict[int, int]:
@@ -231,10 +290,15 @@ def _epochs(poll_ids: set[int]) -> dict[int, str]:
     if not poll_ids:
         return {}
     found = get_client().get_many([built_key(poll_id) for poll_id in poll_ids])
-    return {p: found[built_key(p)].decode() for p in poll_ids if built_key(p) in found}
+    return {p: found[built_key(p)].decode() for p in poll_ids if _is_epoch(found.get(built_key(p)))}
 
 
-def count_uncounted_votes() -> int:
+def _is_epoch(raw: bytes | None) -> bool:
+    """An epoch name rebuild_totals() wrote (anything else: the totals get rebuilt)."""
+    return raw is not None and len(raw) == 8 and all(c in b"0123456789abcdef" for c in raw)
+
+
+def count_uncounted_votes(*, renew: Callable[[], None] = lambda: None) -> int:
     """Votes in the database but not in the running totals (written directly
     while memcached was away, or cast while the totals were being rebuilt):
     add them to the current totals, and their voters' markers."""
@@ -255,12 +319,15 @@ def count_uncounted_votes() -> int:
             if client.incr(total_key(poll_id, epoch, choice_id), n) is None:
                 client.delete(built_key(poll_id))  # a total is gone: rebuild them all
         done += len(votes)
+        renew()
     return done
 
 
 def rebuild_totals(poll: Poll) -> None:
     """Count the poll's votes in the database into a fresh epoch's running
-    totals, restore the voters' markers, then publish the epoch."""
+    totals, then publish the epoch. Voters' markers are not restored: the
+    database keeps one vote per voter (a second one is dropped at flush), so
+    memcached need not hold a marker for every voter of every open poll."""
     client = get_client()
     epoch = secrets.token_hex(4)
     with transaction.atomic():
@@ -268,39 +335,36 @@ def rebuild_totals(poll: Poll) -> None:
         Poll.objects.select_for_update().filter(pk=poll.pk).first()
         totals = db_totals(poll.id)
         Vote.objects.filter(poll=poll, counted=False).update(counted=True)
-    client.set_many({total_key(poll.id, epoch, c): str(n).encode() for c, n in totals.items()})
-    ttl = get_config()["MARKER_TTL"]
-    voters = poll.votes.values_list("voter", "id")
-    for start in range(0, voters.count(), 1000):
-        batch = {_marker(poll.id, voter): vote_id.encode() for voter, vote_id in voters[start : start + 1000]}
-        client.set_many(batch, expire=ttl)
-    client.set(built_key(poll.id), epoch.encode())
+    ttl = get_config()["TOTALS_TTL"]
+    # The totals outlive their epoch's name by a little: whichever lapses first,
+    # votes find no live total and the next flush rebuilds them all.
+    client.set_many(
+        {total_key(poll.id, epoch, c): str(n).encode() for c, n in totals.items()}, expire=ttl + 600
+    )
+    client.set(built_key(poll.id), epoch.encode(), expire=ttl)
 
 
 FLUSH_LOCK = "polls:flusher"
+FLUSH_LOCK_TTL = 30  # renewed at every batch: a flusher that died frees it within this
 
 
-class FlusherBusy(Exception):
-    pass
+class FlusherBusy(Busy):
+    """Another flusher holds the lock: votes are stored by one at a time."""
 
 
 def flush_all() -> dict[str, int]:
     """The periodic job: flush the queue, sync direct votes, rebuild the
     running totals memcached lost. One flusher at a time farm-wide."""
-    client = get_client()
-    if not client.add(FLUSH_LOCK, b"1", expire=120):
-        raise FlusherBusy("another flusher is running")
-    try:
-        stored = flush()
-        counted = count_uncounted_votes()
+    with lease(FLUSH_LOCK, FLUSH_LOCK_TTL, FlusherBusy, "another flusher") as renew:
+        stored = flush(renew=renew)
+        counted = count_uncounted_votes(renew=renew)
         polls = list(Poll.objects.filter(is_open=True))
         epochs = _epochs({poll.id for poll in polls})
         lost = [poll for poll in polls if poll.id not in epochs]
         for poll in lost:
             rebuild_totals(poll)
+            renew()
         return {"stored": stored, "counted": counted, "rebuilt": len(lost)}
-    finally:
-        client.delete(FLUSH_LOCK)
 
 
 def live_totals(poll_id: int, choices: list[int]) -> tuple[dict[int, int], bool]:
@@ -310,11 +374,11 @@ def live_totals(poll_id: int, choices: list[int]) -> tuple[dict[int, int], bool]
     try:
         client = get_client()
         epoch = client.get(built_key(poll_id))
-        keys = [total_key(poll_id, epoch.decode(), c) for c in choices] if epoch else []
+        keys = [total_key(poll_id, epoch.decode(), c) for c in choices] if _is_epoch(epoch) else []
         found = client.get_many(keys) if keys else {}
     except (MemcacheError, OSError):
         keys, found = [], {}
-    if keys and len(found) == len(keys):
+    if keys and len(found) == len(keys) and all(value.isdigit() for value in found.values()):
         return {c: int(found[key]) for c, key in zip(choices, keys, strict=True)}, True
     stored = get_or_set(f"polls:{poll_id}:db-totals", lambda: list(db_totals(poll_id).items()), ttl=1)
     return {int(c): n for c, n in stored}, False

@@ -14,8 +14,8 @@ from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 from django.utils import timezone
 
+from core.memo import forget, get_or_set
 from polls.models import Choice, Poll
-from progress.memo import forget, get_or_set
 
 MAX_ID = 2**63 - 1  # a bigger number in a URL is no poll, not a database error
 # Only a change made while memcached was unreachable (so not forgotten) waits this long.

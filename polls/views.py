@@ -5,13 +5,18 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
+from core.http import client_address, json_error, json_polled, wants_json
 from limits.decorators import limit_concurrency
 from polls import selectors, services
-from progress.http import client_address, json_error, json_polled, wants_json
 
 VOTER_COOKIE = "poll_voter"
 VOTER_SALT = "polls.voter"
 VOTER_MAX_AGE = 365 * 24 * 3600
+# The polls this browser voted in (signed): a second vote is refused at once,
+# without memcached, however long ago the first was.
+VOTED_COOKIE = "poll_voted"
+VOTED_SALT = "polls.voted"
+VOTED_KEEP = 100
 
 
 @require_safe
@@ -48,6 +53,9 @@ def vote(request: HttpRequest, poll_id: int) -> HttpResponse:
         choice_id = int(request.POST.get("choice", ""))
     except ValueError:
         return _refused(request, poll_id, 400, "Pick one of the choices.")
+    voted = _voted_in(request)
+    if poll_id in voted:
+        return _refused(request, poll_id, 409, services.ALREADY_VOTED)
     voter, new_cookie = _voter(request)
     ballot = services.Ballot(
         poll=poll,
@@ -60,16 +68,36 @@ def vote(request: HttpRequest, poll_id: int) -> HttpResponse:
         via = services.cast(ballot)
     except services.VoteRefused as refusal:
         response = _refused(request, poll_id, refusal.status, refusal.message)
+        if refusal.status == 409:
+            _remember_vote(response, voted, poll_id)
     else:
         if wants_json(request):
             response = JsonResponse({"accepted": True, "via": via})
         else:
             response = HttpResponseRedirect(reverse("polls:detail", args=[poll_id]) + "?voted=1")
+        _remember_vote(response, voted, poll_id)
     if new_cookie:
         response.set_signed_cookie(
             VOTER_COOKIE, new_cookie, salt=VOTER_SALT, max_age=VOTER_MAX_AGE, httponly=True, samesite="Lax"
         )
     return response
+
+
+def _voted_in(request: HttpRequest) -> list[int]:
+    raw = request.get_signed_cookie(VOTED_COOKIE, default="", salt=VOTED_SALT, max_age=VOTER_MAX_AGE)
+    return [int(part) for part in raw.split(".") if part.isdigit()]
+
+
+def _remember_vote(response: HttpResponse, voted: list[int], poll_id: int) -> None:
+    kept = [*[p for p in voted if p != poll_id][-(VOTED_KEEP - 1) :], poll_id]
+    response.set_signed_cookie(
+        VOTED_COOKIE,
+        ".".join(map(str, kept)),
+        salt=VOTED_SALT,
+        max_age=VOTER_MAX_AGE,
+        httponly=True,
+        samesite="Lax",
+    )
 
 
 def _voter(request: HttpRequest) -> tuple[str, str | None]:

@@ -5,12 +5,9 @@ from typing import Any
 
 from django.conf import settings
 from django.core import checks
-from django.core.exceptions import ImproperlyConfigured
 
-from progress.client import parse_servers
 from progress.conf import get_config
 
-MAX_NAMESPACE = 64
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
 
 
@@ -18,32 +15,15 @@ LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
 def check_progress_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     config = get_config()
     errors: list[checks.CheckMessage] = []
-    try:
-        parse_servers(config["SERVERS"])
-    except ImproperlyConfigured as exc:
-        errors.append(checks.Error(str(exc), id="progress.E001"))
-    namespace = config["NAMESPACE"]
-    if (
-        not namespace
-        or len(namespace) > MAX_NAMESPACE
-        or not namespace.isascii()
-        or any(ch.isspace() or not ch.isprintable() for ch in namespace)
-    ):
-        errors.append(
-            checks.Error(
-                f"PROGRESS_NAMESPACE {namespace!r} must be 1-{MAX_NAMESPACE} printable "
-                "ASCII characters without whitespace (memcached key rules)",
-                id="progress.E002",
+    for name in ("RECORD_TTL", "FINAL_TTL"):
+        if not 0 < config[name] <= 30 * 24 * 3600:
+            errors.append(
+                checks.Error(
+                    f"PROGRESS_{name} must be 1 second to 30 days: memcached reads a "
+                    "larger expiry as an absolute Unix time",
+                    id="progress.E003",
+                )
             )
-        )
-    if not 0 < config["RECORD_TTL"] <= 30 * 24 * 3600:
-        errors.append(
-            checks.Error(
-                "PROGRESS_RECORD_TTL must be 1 second to 30 days: memcached reads a "
-                "larger expiry as an absolute Unix time",
-                id="progress.E003",
-            )
-        )
     if config["FLUSH_INTERVAL"] <= 0 or config["HEARTBEAT_INTERVAL"] <= config["FLUSH_INTERVAL"]:
         errors.append(
             checks.Error(

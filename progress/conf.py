@@ -1,17 +1,10 @@
 """The progress app's settings: one DEFAULTS dict overlaid by settings.PROGRESS."""
 
-from functools import cache
 from typing import Any
 
-from django.conf import settings
-from django.core.signals import setting_changed
-from django.dispatch import receiver
+from core.appsettings import AppSettings
 
 DEFAULTS: dict[str, Any] = {
-    # host:port strings; several servers form a hash ring.
-    "SERVERS": ["127.0.0.1:11211"],
-    # Prefix of every key this app writes, so several farms can share servers.
-    "NAMESPACE": "webfarm",
     # A task may call update() millions of times; memcached sees at most one
     # write per interval (seconds).
     "FLUSH_INTERVAL": 0.25,
@@ -21,29 +14,29 @@ DEFAULTS: dict[str, Any] = {
     # A running job that has not beaten for this many intervals is lost (its
     # worker died): the reaper ends it, frees its slots and may retry it.
     "LOST_AFTER_BEATS": 3,
-    # How long a job's record stays in memcached (seconds, at most 30 days:
-    # memcached reads larger values as absolute times).
-    "RECORD_TTL": 7 * 24 * 3600,
-    "CONNECT_TIMEOUT": 0.5,
-    "TIMEOUT": 2.0,
+    # How long a queued or running job's record stays in memcached (seconds, at
+    # most 30 days: memcached reads larger values as absolute times). A running
+    # job rewrites it every heartbeat: this bounds one that nothing ends.
+    "RECORD_TTL": 24 * 3600,
+    # How long an ended job's record and public document stay (seconds): the
+    # widget sees the end within its longest back-off (30 s); later reads come
+    # from the database row.
+    "FINAL_TTL": 300,
+    # A queued job whose task never left (the web process died before sending
+    # it) is sent by the reaper after SEND_GRACE seconds. One still queued
+    # RESEND_AFTER seconds after its task was sent (at once if memcached lost
+    # its record: a memcached broker lost the task with it) is sent once more,
+    # and one still queued QUEUED_LOST_AFTER seconds after that is ended as
+    # lost: set it above the longest wait your queue can have.
+    "SEND_GRACE": 30.0,
+    "RESEND_AFTER": 120.0,
+    "QUEUED_LOST_AFTER": 1800.0,
 }
 
-
-@cache
-def get_config() -> dict[str, Any]:
-    return {**DEFAULTS, **getattr(settings, "PROGRESS", {})}
+get_config = AppSettings("PROGRESS", DEFAULTS)
 
 
 def lost_after() -> float:
     """Seconds of silence after which a running job counts as lost."""
     config = get_config()
     return config["LOST_AFTER_BEATS"] * config["HEARTBEAT_INTERVAL"]
-
-
-@receiver(setting_changed)
-def _reset_on_change(*, setting: str, **kwargs: Any) -> None:
-    if setting == "PROGRESS":
-        from progress.client import reset_client
-
-        get_config.cache_clear()
-        reset_client()

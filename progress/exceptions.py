@@ -13,3 +13,8 @@ class JobNotRunnable(Exception):
 class JobFailed(Exception):
     """A failure whose message is meant for the job's owner (bad parameters,
     no data in range...). Any other exception is shown as an internal error."""
+
+
+class JobEnded(Exception):
+    """Raised inside a task whose job was ended by someone else while it ran
+    (the reaper took it for lost): the task stops and writes nothing more."""

@@ -31,6 +31,11 @@ class Job(models.Model):
     # In the progress URL the owner's pages use (/progress/<job>/<token>/), which
     # nginx answers from memcached without Django; a retry keeps its job's token.
     read_token = models.CharField(max_length=JOB_ID_LENGTH, default=new_read_token, editable=False)
+    # When its task was last handed to the broker, and how often: a queued job
+    # whose task never left (the web process died) or was lost (the broker's
+    # memcached restarted) is sent again, once, by the reaper.
+    sent_at = models.DateTimeField(null=True, blank=True)
+    sends = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at"]

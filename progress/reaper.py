@@ -10,6 +10,13 @@ The reaper never judges by the database alone: while memcached is
 unreachable nobody can see heartbeats, and it waits. A record missing from a
 memcached that answers (restarted, evicted) gets the same grace: a live job
 writes it again within one heartbeat.
+
+It also looks after queued jobs whose task never reached a worker
+(`reap_queued`): the web process died between writing the job and sending
+its task, or the broker lost it (a memcached broker restarted). Such a task is
+sent again, once; sending twice is harmless, since a job starts only from
+`queued` (progress.services.begin_job). A job still queued long after that is
+ended as lost, with the reason, so no job waits forever.
 """
 
 import logging
@@ -19,13 +26,13 @@ from datetime import UTC, datetime, timedelta
 
 from pymemcache.exceptions import MemcacheError
 
+from core.client import get_client
 from progress import store
-from progress.client import get_client
-from progress.conf import lost_after
+from progress.conf import get_config, lost_after
 from progress.exceptions import ProgressUnavailable
 from progress.models import Job
 from progress.records import JobRecord
-from progress.services import finish_lost
+from progress.services import finish_lost, finish_never_started, record_from_job
 from progress.states import State
 
 logger = logging.getLogger(__name__)
@@ -70,4 +77,59 @@ def _missing_since(job_ids: list[str], now: float) -> dict[str, float]:
     for key in keys.values():
         client.add(key, str(now).encode(), expire=int(4 * lost_after()) + 60)
     found = client.get_many(list(keys.values()))
-    return {job_id: float(found.get(key, str(now).encode())) for job_id, key in keys.items()}
+    return {job_id: _when(found.get(key), now) for job_id, key in keys.items()}
+
+
+def _when(raw: bytes | None, now: float) -> float:
+    """A time the reaper wrote; `now` for anything else (the grace starts over)."""
+    try:
+        when = float(raw) if raw is not None else now
+    except ValueError:
+        return now
+    return when if 0 < when <= now else now
+
+
+QUEUED_BATCH = 100
+
+
+def reap_queued(*, send: Callable[[Job], None], now: float | None = None) -> list[str]:
+    """Queued jobs whose task never reached a worker: their task is sent
+    (again, at most once), or, when even that did not reach one, they are
+    ended as lost. Returns the ids of the jobs acted on."""
+    config = get_config()
+    now = time.time() if now is None else now
+    cutoff = datetime.fromtimestamp(now - config["SEND_GRACE"], UTC)
+    waiting = list(
+        Job.objects.filter(state=State.QUEUED, created_at__lt=cutoff).order_by("created_at")[:QUEUED_BATCH]
+    )
+    if not waiting:
+        return []
+    try:
+        records = store.read_many([job.id for job in waiting])
+    except ProgressUnavailable as exc:
+        # memcached away: maybe the broker too; nothing can be judged now.
+        logger.info("reaper waits: memcached unreachable (%s)", exc)
+        return []
+    acted = []
+    for job in waiting:
+        sent = job.sent_at.timestamp() if job.sent_at else None
+        forgotten = job.id not in records  # memcached restarted: a memcached broker lost the task too
+        if sent is None or (job.sends < 2 and (forgotten or now - sent >= config["RESEND_AFTER"])):
+            if _send(job, send, forgotten):
+                acted.append(job.id)
+        elif job.sends >= 2 and now - sent >= config["QUEUED_LOST_AFTER"] and finish_never_started(job):
+            acted.append(job.id)
+    return acted
+
+
+def _send(job: Job, send: Callable[[Job], None], forgotten: bool) -> bool:
+    why = "never sent" if job.sent_at is None else "lost by memcached" if forgotten else "still queued"
+    try:
+        if forgotten:  # its page shows it queued again, not "temporarily unavailable"
+            store.create_if_missing(record_from_job(job))
+        send(job)
+    except Exception as exc:
+        logger.warning("job %s (%s): its task could not be sent again: %s", job.id, why, exc)
+        return False
+    logger.warning("job %s (%s): its task was sent again", job.id, why)
+    return True

@@ -1,11 +1,25 @@
 """The job record kept in memcached: one key per job, read in one round trip."""
 
 import json
+import math
+import re
 from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
+from progress.ids import is_valid_job_id
 from progress.states import FINAL_STATES, State
+
+_STATES = frozenset(s.value for s in State)
+# A timestamp after 2286 is no timestamp (and overflows datetime).
+_LATEST = 1e10
+# Where a result may be downloaded: a path on this site, never another origin
+# or a javascript: URL (the widget puts it in a link).
+RESULT_URL_RE = re.compile(r"/(?![/\\])[A-Za-z0-9/_.~%-]*")
+
+
+class CorruptRecord(ValueError):
+    """Bytes that are not a job record this code wrote."""
 
 
 @dataclass
@@ -33,7 +47,7 @@ class JobRecord:
     cancel_requested: bool = False
     attempt: int = 1
     retried_as: str = ""
-    # Farm-wide limit slots the job holds (limits.slots); released when it ends.
+    # Farm-wide limit slots the job holds (core.slots); released when it ends.
     slots: list[str] = field(default_factory=list)
     # The progress URL's capability (Job.read_token); never in public().
     read_token: str = ""
@@ -47,9 +61,21 @@ class JobRecord:
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> "JobRecord":
-        data = json.loads(raw)
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        """Parse and check a record; CorruptRecord for anything else."""
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise CorruptRecord("not JSON") from exc
+        if not isinstance(data, dict):
+            raise CorruptRecord("not an object")
+        known = {f.name: f for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        for name, value in values.items():
+            if not _CHECKS[name](value):
+                raise CorruptRecord(f"bad {name}")
+        if not {"job", "owner", "kind"} <= values.keys():
+            raise CorruptRecord("job, owner or kind missing")
+        return cls(**values)
 
     def public(self) -> dict[str, Any]:
         """The JSON shape of GET /progress/<job>/ (no owner, ISO times)."""
@@ -83,3 +109,54 @@ def iso(timestamp: float | None) -> str | None:
     if timestamp is None:
         return None
     return datetime.fromtimestamp(timestamp, UTC).isoformat(timespec="milliseconds")
+
+
+def _int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _time(value: Any) -> bool:
+    return _number(value) and 0 <= value < _LATEST
+
+
+def _optional(check: Any) -> Any:
+    return lambda value: value is None or check(value)
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and len(value) <= 10_000
+
+
+def _job_id_or_empty(value: Any) -> bool:
+    return value == "" or is_valid_job_id(value)
+
+
+_CHECKS: dict[str, Any] = {
+    "job": is_valid_job_id,
+    "owner": _int,
+    "kind": _text,
+    "title": _text,
+    "state": lambda v: v in _STATES,
+    "current": _int,
+    "total": _optional(_int),
+    "percent": _optional(lambda v: _number(v) and 0 <= v <= 100),
+    "stage": _text,
+    "message": _text,
+    "eta_seconds": _optional(lambda v: _number(v) and v >= 0),
+    "created_at": _time,
+    "started_at": _optional(_time),
+    "updated_at": _time,
+    "heartbeat_at": _optional(_time),
+    "finished_at": _optional(_time),
+    "result_url": lambda v: v == "" or (isinstance(v, str) and RESULT_URL_RE.fullmatch(v) is not None),
+    "error": _text,
+    "cancel_requested": lambda v: isinstance(v, bool),
+    "attempt": lambda v: _int(v) and v >= 1,
+    "retried_as": _job_id_or_empty,
+    "slots": lambda v: isinstance(v, list) and len(v) <= 16 and all(_text(k) and len(k) <= 200 for k in v),
+    "read_token": _job_id_or_empty,
+}

@@ -8,19 +8,24 @@
 
 update() only stores numbers in memory and compares the clock with a deadline:
 memcached sees at most one write per FLUSH_INTERVAL, so a task may call it a
-million times in a tight loop. Each write also reads the cancel flag; a
-cancelled job gets JobCancelled from its next update().
+million times in a tight loop. Each write is a compare-and-swap on the
+record as memcached holds it: it reads the cancel request that came in (a
+cancelled job gets JobCancelled from its next update()), and it never
+writes over a record someone else ended (the reaper took the job for lost
+while this worker was stalled): the task gets JobEnded and stops.
 """
 
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from progress import store
 from progress.conf import get_config
-from progress.exceptions import JobCancelled, ProgressUnavailable
+from progress.exceptions import JobCancelled, JobEnded, ProgressUnavailable
 from progress.records import JobRecord
+from progress.states import State
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +57,7 @@ class ProgressReporter:
         self._done_weight = 0.0  # share of the job finished by earlier stages
         self._stage_weight = 1.0  # share of the job the current stage stands for
         self._cancelled = False
+        self._ended = False  # ended by someone else: write nothing more
         self._due = 0.0  # monotonic time of the next write
         self._last_flush = 0.0
         self._rate: float | None = None  # fraction of the job per second
@@ -73,7 +79,11 @@ class ProgressReporter:
         self._weights = {name: weight / whole for name, weight in stages}
 
     def stage(self, name: str, *, total: int | None = None, message: str = "") -> None:
-        """Start a stage; current counts from 0 towards `total` (None: unknown)."""
+        """Start a stage; current counts from 0 towards `total` (None: unknown).
+        With a plan, the stage must be one of it: an unplanned one would weigh
+        nothing, and the bar would stand still through it."""
+        if self._weights and name not in self._weights:
+            raise ValueError(f"stage {name!r} is not in the plan {list(self._weights)}")
         with self._lock:
             if self.record.stage and self.record.stage != name:
                 self._done_weight += self._stage_weight
@@ -91,20 +101,31 @@ class ProgressReporter:
             self._total = total
         if message is not None:
             self._message = message
-        # A seen cancel sets _due to 0, so this one comparison covers both.
+        # A seen cancel or end sets _due to 0, so this one comparison covers all.
         if _monotonic() >= self._due:
-            if not self._cancelled:
+            if not (self._cancelled or self._ended):
                 self.flush()
-            if self._cancelled:
-                raise JobCancelled(self.record.job)
+            self.check_cancelled()
 
     def set_message(self, message: str) -> None:
         self._message = message
 
     def check_cancelled(self) -> None:
-        """Raise JobCancelled now if the job was cancelled (no memcached trip)."""
+        """Raise JobCancelled now if the job was cancelled, JobEnded if it was
+        ended elsewhere (no memcached trip)."""
+        if self._ended:
+            raise JobEnded(self.record.job)
         if self._cancelled:
             raise JobCancelled(self.record.job)
+
+    @property
+    def ended_elsewhere(self) -> bool:
+        return self._ended
+
+    @property
+    def cancel_seen(self) -> bool:
+        """A write (an update's or the heartbeat's) found the cancel request."""
+        return self._cancelled
 
     # -- writing ----------------------------------------------------------------
 
@@ -114,8 +135,11 @@ class ProgressReporter:
         return min(self._done_weight + self._stage_weight * within, 1.0)
 
     def flush(self) -> None:
-        """Write the record now and read the cancel flag; never raises for memcached."""
+        """Write the record now, as a cas over what memcached holds; never
+        raises for memcached."""
         with self._lock:
+            if self._ended:
+                return
             now_mono = time.monotonic()
             self._due = 0.0 if self._cancelled else now_mono + self.flush_interval
             self._last_flush = now_mono
@@ -129,17 +153,51 @@ class ProgressReporter:
             record.percent = round(fraction * 100, 1)
             record.updated_at = record.heartbeat_at = now
             try:
-                if store.is_cancel_requested(record.job):
+                stored = store.update(record.job, self._onto)
+                if stored is None:  # memcached lost it (restart): put ours back, if still ours
+                    stored = self._rebuilt()
+                if stored is not None and stored.state != State.RUNNING:
+                    self._ended = True  # ended by someone else: stop, write nothing
+                    self._due = 0.0
+                    logger.warning(
+                        "job %s was ended elsewhere (%s): this run stops", record.job, stored.state
+                    )
+                elif stored is not None and stored.cancel_requested:
                     record.cancel_requested = True
                     self._cancelled = True
                     self._due = 0.0  # the next update() raises
-                store.write(record)
                 self.flushes += 1
             except ProgressUnavailable as exc:
                 # The job goes on: progress is a view of the work, not the work.
                 if now_mono - self._last_warning >= WARN_EVERY:
                     self._last_warning = now_mono
                     logger.warning("job %s: progress not published: %s", record.job, exc)
+
+    _PROGRESS_FIELDS = ("current", "total", "message", "percent", "eta_seconds", "stage", "heartbeat_at")
+
+    def _onto(self, stored: JobRecord) -> bool:
+        """Put this run's progress onto the record memcached holds, if the job
+        is still running there (a record someone ended is left as it is)."""
+        if stored.state != State.RUNNING or stored.started_at != self.record.started_at:
+            return False
+        for name in self._PROGRESS_FIELDS:
+            setattr(stored, name, getattr(self.record, name))
+        return True
+
+    def _rebuilt(self) -> JobRecord | None:
+        """The record is gone: write this run's back if the database still says
+        it runs; otherwise report how it ended."""
+        from progress.models import Job
+
+        job_id = self.record.job
+        state = Job.objects.filter(pk=job_id).values_list("state", flat=True).first()
+        if state != State.RUNNING:
+            return replace(self.record, state=state or State.LOST)
+        if store.is_cancel_requested(job_id):
+            self.record.cancel_requested = True
+        if not store.create_if_missing(self.record):
+            return store.read(job_id)
+        return self.record
 
     def _update_eta(self, now: float, fraction: float) -> None:
         if self._last_sample is not None:

@@ -52,14 +52,12 @@ def job_record(*, job_id: str, owner_id: int | None) -> JobRecord | None:
 
 def job_record_by_token(*, job_id: str, token: str) -> JobRecord | None:
     """The job's record for whoever holds its read token, or None (unknown
-    job, wrong token). Puts its document back if it is missing, so the next
-    polls take nginx's fast path."""
+    job, wrong token)."""
     if not (is_valid_job_id(job_id) and is_valid_read_token(token)):
         return None
     record = job_record(job_id=job_id, owner_id=None)
     if record is None or not record.read_token or not compare_digest(record.read_token, token):
         return None
-    store.republish(record)
     return record
 
 

@@ -11,16 +11,17 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from limits.slots import Lease
+from core.counters import count, observe_duration
+from core.slots import Lease
 from progress import store
 from progress.conf import lost_after
-from progress.exceptions import JobCancelled, JobFailed, JobNotRunnable, ProgressUnavailable
+from progress.exceptions import JobCancelled, JobEnded, JobFailed, JobNotRunnable, ProgressUnavailable
 from progress.ids import new_job_id, new_read_token
 from progress.models import Job
+from progress.outcome import JobResult
 from progress.records import JobRecord
 from progress.reporter import ProgressReporter
 from progress.states import FINAL_STATES, State
-from stats.counters import count, observe_duration
 
 logger = logging.getLogger(__name__)
 
@@ -110,15 +111,19 @@ def fail_to_queue(*, job: Job, reason: str, slots: list[str] | None = None) -> N
     _finish(
         JobRecord(job=job.id, owner=job.owner_id, kind=job.kind, title=job.title, slots=slots or []),
         State.FAILED,
+        ending=State.QUEUED,
         error=reason,
     )
 
 
 def begin_job(job_id: str) -> JobRecord:
-    """Move a job to running. Raises JobNotRunnable if it was cancelled or ended.
+    """Move a queued job to running. Raises JobNotRunnable if it was
+    cancelled, has ended, or is running already: a task delivered twice (sent
+    again by the reaper, redelivered by the broker) never starts a second run.
 
-    memcached's cas decides races with a cancel; the database row follows and
-    has the last word when memcached is away.
+    memcached's cas decides races with a cancel and with a second delivery;
+    the database row follows, and its `queued -> running` update is the last
+    word (also when memcached is away).
     """
     job = Job.objects.filter(pk=job_id).first()
     if job is None:
@@ -126,7 +131,7 @@ def begin_job(job_id: str) -> JobRecord:
     now = time.time()
 
     def start(record: JobRecord) -> bool:
-        if record.is_final or record.cancel_requested:
+        if record.state != State.QUEUED or record.cancel_requested:
             return False
         record.state = State.RUNNING
         record.started_at = record.heartbeat_at = now
@@ -137,34 +142,45 @@ def begin_job(job_id: str) -> JobRecord:
         record = store.update(job_id, start)
         if record is None:  # evicted or memcached restarted: rebuild from the row
             record = record_from_job(job)
-            if start(record):
-                store.write(record)
-        elif store.is_cancel_requested(job_id) and not record.is_final:
-            record.cancel_requested = True
+            record.cancel_requested = store.is_cancel_requested(job_id)
+            if start(record) and not store.create_if_missing(record):
+                record = store.read(job_id) or record_from_job(job)  # another delivery won
     except ProgressUnavailable as exc:
         logger.warning("job %s starts without live progress: %s", job_id, exc)
         record = record_from_job(job)
         start(record)
 
-    if record.cancel_requested and record.state != State.RUNNING:
-        _finish(record, State.CANCELLED)
+    if record.cancel_requested and record.state == State.QUEUED:
+        _finish(record, State.CANCELLED, ending=State.QUEUED)
         raise JobNotRunnable(f"job {job_id} was cancelled before it started")
-    if record.state != State.RUNNING:
+    if record.state != State.RUNNING or record.started_at != now:
         raise JobNotRunnable(f"job {job_id} is {record.state}")
-    started = Job.objects.filter(pk=job_id, state__in=[State.QUEUED, State.RUNNING]).update(
+    started = Job.objects.filter(pk=job_id, state=State.QUEUED).update(
         state=State.RUNNING, started_at=_dt(now)
     )
     if not started:
         job.refresh_from_db()
-        _finish(record, State(job.state), error=job.error)
+        if job.state in FINAL_STATES:  # ended meanwhile (cancelled): memcached follows the row
+            _finish(record, State(job.state), ending=State(job.state), error=job.error)
         raise JobNotRunnable(f"job {job_id} is {job.state}")
     count("jobs", kind=job.kind, state=State.RUNNING)
     return record
 
 
 def _finish(
-    record: JobRecord, state: State, *, error: str = "", result_url: str = "", release_slots: bool = True
-) -> None:
+    record: JobRecord,
+    state: State,
+    *,
+    ending: State,
+    error: str = "",
+    result_url: str = "",
+    summary: str = "",
+    release_slots: bool = True,
+) -> bool:
+    """End the job as `state`, if its row is still `ending` (the state this
+    ending comes from): the row decides who ends a job, so a run that the
+    reaper took for lost meanwhile writes nothing over the `lost`. Returns
+    whether this call ended it."""
     now = time.time()
     record.state = state
     record.error = error
@@ -174,31 +190,38 @@ def _finish(
     if state == State.SUCCEEDED:
         record.percent = 100.0
         record.current = record.total or record.current
-        record.message = "done"
+        record.message = summary or "done"
     elif state == State.CANCELLED:
         record.message = "cancelled"
     elif state == State.FAILED:
         record.message = "failed"
     elif state == State.LOST:
-        record.message = "the worker running this job stopped"
-    Job.objects.filter(pk=record.job).update(
+        record.message = (
+            "the job queue lost it" if ending == State.QUEUED else "the worker running this job stopped"
+        )
+    ended = Job.objects.filter(pk=record.job, state=ending).update(
         state=state, error=error, result_url=result_url, finished_at=_dt(now)
     )
+    if not ended:
+        logger.warning("job %s was not %s any more: not ended as %s here", record.job, ending, state)
+        return False
     if release_slots:
         Lease(holder=record.job, ttl=0, keys=record.slots).release()
+    store.forget_cancel(record.job)
     count("jobs", kind=record.kind, state=state)
     if record.started_at is not None and state == State.SUCCEEDED:
         observe_duration("job_seconds", now - record.started_at, kind=record.kind)
     for attempt in range(FINAL_WRITE_ATTEMPTS):
         try:
             store.write(record)
-            return
+            return True
         except ProgressUnavailable as exc:
             if attempt == FINAL_WRITE_ATTEMPTS - 1:
                 # The row above holds the final state; readers fall back to it.
                 logger.error("job %s: final state %s kept in the database only: %s", record.job, state, exc)
             else:
                 time.sleep(FINAL_WRITE_PAUSE * (attempt + 1))
+    return True
 
 
 def finish_lost(
@@ -227,23 +250,44 @@ def finish_lost(
             error += " It is being run again automatically."
             Job.objects.filter(pk=job.id).update(retried_as=retried_as, error=error)
             record.retried_as = retried_as
-    _finish(record, State.LOST, error=error, release_slots=not retried_as)
+    _finish(record, State.LOST, ending=State.LOST, error=error, release_slots=not retried_as)
     return True
 
 
+def finish_never_started(job: Job) -> bool:
+    """End a queued job whose task never reached a worker, even sent again, as
+    lost (unless it started or ended meanwhile: the row decides)."""
+    error = (
+        "This job never started: its task did not reach a worker, even when sent again "
+        "(the job queue lost it). Please start it again."
+    )
+    try:
+        record = store.read(job.id) or record_from_job(job)
+    except ProgressUnavailable:
+        record = record_from_job(job)
+    if _finish(record, State.LOST, ending=State.QUEUED, error=error):
+        logger.warning("job %s lost: %s", job.id, error)
+        return True
+    return False
+
+
 class Tracker:
-    """What track_job() yields: the reporter plus the job's result URL."""
+    """What track_job() yields: the reporter, and a place for the result the
+    job's body returns (the runner puts it there)."""
 
     def __init__(self, reporter: ProgressReporter) -> None:
         self.reporter = reporter
-        self.result_url = ""
+        self.result = JobResult()
 
 
 @contextmanager
 def track_job(job_id: str) -> Iterator[Tracker]:
     """Run a job's body: running on entry, a final state on exit, a heartbeat
     in between. JobCancelled ends it as cancelled; JobFailed as failed with its
-    message; a time limit as failed; anything else as failed and re-raised."""
+    message; a time limit as failed; anything else as failed and re-raised.
+    JobEnded (the reaper took the job for lost while this run was stalled)
+    ends the run without touching the job: it is over, and maybe running
+    again as a retry."""
     record = begin_job(job_id)
     reporter = ProgressReporter(record)
     tracker = Tracker(reporter)
@@ -256,6 +300,10 @@ def track_job(job_id: str) -> Iterator[Tracker]:
     error = ""
     try:
         yield tracker
+    except JobEnded:
+        reporter.stop_heartbeat()
+        logger.warning("job %s ended elsewhere while this run was working: it stops here", job_id)
+        return
     except JobCancelled:
         state = State.CANCELLED
     except JobFailed as exc:
@@ -265,13 +313,23 @@ def track_job(job_id: str) -> Iterator[Tracker]:
     except BaseException:
         reporter.stop_heartbeat()
         logger.exception("job %s crashed", job_id)
-        _finish(record, State.FAILED, error=f"Internal error while running the job (reference {job_id}).")
+        error = f"Internal error while running the job (reference {job_id})."
+        _finish(record, State.FAILED, ending=State.RUNNING, error=error)
         raise
     else:
         state = State.SUCCEEDED
     # The heartbeat writes the same record: stop it before the final write.
     reporter.stop_heartbeat()
-    _finish(record, state, error=error, result_url=tracker.result_url if state == State.SUCCEEDED else "")
+    result = tracker.result if state == State.SUCCEEDED else JobResult()
+    _finish(record, state, ending=State.RUNNING, error=error, result_url=result.url, summary=result.summary)
+
+
+def republished(record: JobRecord | None) -> JobRecord | None:
+    """A token poll reached Django: nginx found no document. Put it back, so
+    the next polls take the fast path; `record` passes through."""
+    if record is not None:
+        store.republish(record)
+    return record
 
 
 def cancel_job(*, job: Job) -> JobRecord:
@@ -291,7 +349,5 @@ def cancel_job(*, job: Job) -> JobRecord:
     record = store.update(job.id, mark) or record_from_job(job)
     if record.state == State.QUEUED:
         # A worker that picks it up now sees cancel_requested and gives up.
-        ended = Job.objects.filter(pk=job.id, state=State.QUEUED).update(state=State.CANCELLED)
-        if ended:
-            _finish(record, State.CANCELLED)
+        _finish(record, State.CANCELLED, ending=State.QUEUED)
     return record

@@ -1,4 +1,4 @@
-"""Job states: lower case, the same in JSON, UI and counters (DESIGN.md section 3)."""
+"""Job states: lower case, the same in JSON, UI and counters."""
 
 from enum import StrEnum
 

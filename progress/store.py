@@ -3,6 +3,10 @@
 Every memcached failure leaves here as ProgressUnavailable, so callers deal with
 one exception, never with sockets or pymemcache's error classes.
 
+Records are sealed (core.seal): one that was planted, copied from another
+job's key or is not a record this code writes reads as missing, and callers
+fall back to the database as after a memcached restart.
+
 Every record written is also published: its public JSON document under
 `pub:<job>.<read token>`, which nginx serves for /progress/<job>/<token>/
 without reaching Django (deploy/nginx/webfarm.conf.template), on the
@@ -13,14 +17,16 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 from pymemcache.exceptions import MemcacheError
 
-from progress.client import NGINX_READ_PREFIX, get_client
+from core.client import NGINX_READ_PREFIX, get_client
+from core.seal import seal, unseal
+from core.tampering import refused
 from progress.conf import get_config, lost_after
 from progress.exceptions import ProgressUnavailable
-from progress.records import JobRecord
+from progress.records import CorruptRecord, JobRecord
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +42,7 @@ def cancel_key(job_id: str) -> str:
 
 
 def public_key(job_id: str, read_token: str) -> str:
-    # The prefix puts it on the server nginx asks first (progress.client.FarmHash).
+    # The prefix puts it on the server nginx asks first (core.client.FarmHash).
     return f"{NGINX_READ_PREFIX}{job_id}.{read_token}"
 
 
@@ -48,14 +54,40 @@ def _memcached(action: str) -> Iterator[None]:
         raise ProgressUnavailable(f"memcached {action} failed: {exc}") from exc
 
 
-def _ttl() -> int:
-    return int(get_config()["RECORD_TTL"])
+def _ttl(record: JobRecord | None = None) -> int:
+    """A live job's record lives RECORD_TTL (its worker rewrites it every
+    heartbeat, so this only bounds one nothing ends); an ended job's only
+    FINAL_TTL: long enough for every open page to see the end, after which
+    reads come from the database row, which keeps it for good."""
+    config = get_config()
+    return int(config["FINAL_TTL"] if record is not None and record.is_final else config["RECORD_TTL"])
+
+
+def _sealed(record: JobRecord) -> bytes:
+    return seal(record_key(record.job), record.to_bytes())
+
+
+def _record(job_id: str, raw: bytes | None) -> JobRecord | None:
+    """The record in `raw` read under job_id's key, or None (missing or refused)."""
+    key = record_key(job_id)
+    value = unseal("job", key, raw)
+    if value is None:
+        return None
+    try:
+        record = JobRecord.from_bytes(value)
+    except CorruptRecord as exc:
+        refused("job", key, str(exc))
+        return None
+    if record.job != job_id:
+        refused("job", key, "another job's record")
+        return None
+    return record
 
 
 def read(job_id: str) -> JobRecord | None:
     with _memcached("get"):
         raw = get_client().get(record_key(job_id))
-    return None if raw is None else JobRecord.from_bytes(raw)
+    return _record(job_id, raw)
 
 
 def read_many(job_ids: list[str]) -> dict[str, JobRecord]:
@@ -64,8 +96,8 @@ def read_many(job_ids: list[str]) -> dict[str, JobRecord]:
         return {}
     with _memcached("get_many"):
         found = get_client().get_many([record_key(job_id) for job_id in job_ids])
-    records = (JobRecord.from_bytes(raw) for raw in found.values())
-    return {record.job: record for record in records}
+    records = {job_id: _record(job_id, found.get(record_key(job_id))) for job_id in job_ids}
+    return {job_id: record for job_id, record in records.items() if record is not None}
 
 
 def read_raw(job_id: str) -> bytes | None:
@@ -76,37 +108,54 @@ def read_raw(job_id: str) -> bytes | None:
 def create(record: JobRecord) -> None:
     """Write a new record; refuses to overwrite an existing one."""
     with _memcached("add"):
-        stored = get_client().add(record_key(record.job), record.to_bytes(), expire=_ttl())
+        stored = get_client().add(record_key(record.job), _sealed(record), expire=_ttl(record))
     if not stored:
         raise ProgressUnavailable(f"job {record.job} already has a record")
     publish(record)
 
 
+def create_if_missing(record: JobRecord) -> bool:
+    """Write a record only where there is none (memcached lost it); False if
+    one appeared meanwhile (another process rebuilt it first)."""
+    with _memcached("add"):
+        stored = get_client().add(record_key(record.job), _sealed(record), expire=_ttl(record))
+    if stored:
+        publish(record)
+    return bool(stored)
+
+
 def write(record: JobRecord) -> None:
     with _memcached("set"):
-        stored = get_client().set(record_key(record.job), record.to_bytes(), expire=_ttl())
+        stored = get_client().set(record_key(record.job), _sealed(record), expire=_ttl(record))
     if not stored:
         raise ProgressUnavailable("memcached refused the write (out of memory?)")
     publish(record)
 
 
 def update(job_id: str, change: Callable[[JobRecord], bool]) -> JobRecord | None:
-    """Apply `change` atomically (gets/cas). `change` returns False to leave it.
+    """Apply `change` atomically (gets/cas). `change` returns False to leave it;
+    it sees the job's cancel flag as `cancel_requested`.
 
     Returns the record as it stands afterwards, or None if there is none.
     """
     client = get_client()
+    key, flag = record_key(job_id), cancel_key(job_id)
     for _ in range(CAS_ATTEMPTS):
         with _memcached("gets"):
-            raw, token = client.gets(record_key(job_id))
+            found = client.gets_many([key, flag])
+        raw, token = found.get(key, (None, None))
         if raw is None:
             return None
-        record = JobRecord.from_bytes(raw)
+        record = _record(job_id, raw)
+        if record is None:  # refused: as good as missing; the caller rebuilds it
+            return None
+        # The cancel flag, read in the same round trip, says what the record's field says.
+        record.cancel_requested = record.cancel_requested or flag in found
         if not change(record):
             return record
         record.updated_at = time.time()
         with _memcached("cas"):
-            stored = client.cas(record_key(job_id), record.to_bytes(), token, expire=_ttl())
+            stored = client.cas(record_key(job_id), _sealed(record), token, expire=_ttl(record))
         if stored:
             publish(record)
             return record
@@ -118,6 +167,12 @@ def update(job_id: str, change: Callable[[JobRecord], bool]) -> JobRecord | None
 def request_cancel(job_id: str) -> None:
     with _memcached("set"):
         get_client().set(cancel_key(job_id), b"1", expire=_ttl())
+
+
+def forget_cancel(job_id: str) -> None:
+    """The job ended: its cancel flag has done its work (best effort: it expires)."""
+    with suppress(MemcacheError, OSError):
+        get_client().delete(cancel_key(job_id), noreply=True)
 
 
 def is_cancel_requested(job_id: str) -> bool:
@@ -145,10 +200,21 @@ def publish(record: JobRecord) -> None:
         current, token = client.gets(key)
         if current is None:
             client.add(key, document, expire=expire)
-        elif not json.loads(current).get("final"):
+        elif not _final_document(current):
             client.cas(key, document, token, expire=expire)
-    except (MemcacheError, OSError, ValueError) as exc:
+    except (MemcacheError, OSError) as exc:
         logger.warning("job %s: progress document not published: %s", record.job, exc)
+
+
+def _final_document(raw: bytes) -> bool:
+    """Whether the public document memcached holds is a final one. Not sealed
+    (nginx serves it as it is): anything but a final document of ours is
+    replaced."""
+    try:
+        document = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(document, dict) and document.get("final") is True
 
 
 def republish(record: JobRecord) -> None:
@@ -167,5 +233,5 @@ def republish(record: JobRecord) -> None:
 def _public_document(record: JobRecord) -> tuple[str, bytes, int]:
     """The key, the JSON and the lifetime of a record's public document."""
     document = json.dumps(record.public(), separators=(",", ":")).encode()
-    expire = _ttl() if record.is_final else max(int(lost_after()), 2)
+    expire = _ttl(record) if record.is_final else max(int(lost_after()), 2)
     return public_key(record.job, record.read_token), document, expire

@@ -4,13 +4,13 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonRes
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST, require_safe
 
+from core.counters import count_soon
+from core.http import json_error, json_polled, wants_json
 from progress import selectors, services
 from progress.exceptions import ProgressUnavailable
-from progress.http import json_error, json_polled, wants_json
 from progress.ids import is_valid_job_id
 from progress.models import Job
 from progress.records import JobRecord
-from stats.counters import count_soon
 
 # Seconds a client should wait before polling again when memcached is away.
 UNAVAILABLE_RETRY_AFTER = 3
@@ -36,7 +36,9 @@ def progress_by_token(request: HttpRequest, job_id: str, token: str) -> HttpResp
     """The same document, for whoever holds the job's read token: no session,
     as on nginx's fast path, which answers this URL from memcached and falls
     back here when the document is not there (or the token is wrong)."""
-    return _polled(request, lambda: selectors.job_record_by_token(job_id=job_id, token=token))
+    return _polled(
+        request, lambda: services.republished(selectors.job_record_by_token(job_id=job_id, token=token))
+    )
 
 
 def _polled(request: HttpRequest, lookup: Callable[[], JobRecord | None]) -> HttpResponse:

@@ -3,7 +3,7 @@ from typing import Any
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 
-from progress.client import parse_servers
+from core.client import parse_servers
 from queues.conf import get_config
 
 
@@ -15,9 +15,9 @@ def check_queue_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.
     if mirrors:
         try:
             if len(parse_servers(mirrors)) != 2:
-                raise ImproperlyConfigured(f"QUEUE_MIRRORS names {len(mirrors)} servers, not 2")
+                raise ImproperlyConfigured(f"QUEUES_MIRRORS names {len(mirrors)} servers, not 2")
         except ImproperlyConfigured as exc:
             errors.append(checks.Error(str(exc), id="queues.E001"))
     if not 0 < config["VISIBILITY_TIMEOUT"] <= 30 * 24 * 3600:
-        errors.append(checks.Error("QUEUE_VISIBILITY_TIMEOUT must be 1 s to 30 days", id="queues.E002"))
+        errors.append(checks.Error("QUEUES_VISIBILITY_TIMEOUT must be 1 s to 30 days", id="queues.E002"))
     return errors

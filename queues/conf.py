@@ -1,11 +1,8 @@
 """The queues app's settings: DEFAULTS overlaid by settings.QUEUES."""
 
-from functools import cache
 from typing import Any
 
-from django.conf import settings
-from django.core.signals import setting_changed
-from django.dispatch import receiver
+from core.appsettings import AppSettings
 
 DEFAULTS: dict[str, Any] = {
     "MAX_MESSAGE_BYTES": 64 * 1024,
@@ -20,18 +17,31 @@ DEFAULTS: dict[str, Any] = {
     "PREFETCH": 8,
     # Two host:port strings: keep every queue on both servers as mirrors.
     "MIRRORS": [],
+    # Deliveries without an acknowledgement (expired claims, rejects) after
+    # which a message goes to its queue's dead letters instead.
+    "MAX_DELIVERIES": 5,
+    # Seconds an "acked" marker may wait for the floor to pass it (then it is
+    # deleted): covers a message ahead of it held in work this long. Past it
+    # the index reads as a hole, which is finished too.
+    "FINISHED_TTL": 3600,
+    # Seconds a hole marker lives: far longer than a producer may hold an index
+    # it took (it drops reserved ones after HOLE_WAIT / 2), so a late writer
+    # always loses the race instead of writing where nobody reads.
+    "HOLE_TTL": 600,
+    # Seconds a dead letter is kept for an operator (dashboard, /stats/metrics,
+    # manage.py dead_letters) before memcached drops it.
+    "DEAD_LETTER_TTL": 7 * 24 * 3600,
+    # Queues the HTTP front keeps at most; one unused this many seconds that
+    # holds nothing is forgotten (queues.front).
+    "HTTP_MAX_QUEUES": 100,
+    "HTTP_IDLE_AFTER": 24 * 3600,
 }
 
 
-@cache
-def get_config() -> dict[str, Any]:
-    return {**DEFAULTS, **getattr(settings, "QUEUES", {})}
+def _close_mirrors() -> None:
+    from queues.mirror import close_all
+
+    close_all()
 
 
-@receiver(setting_changed)
-def _reset_on_change(*, setting: str, **kwargs: Any) -> None:
-    if setting == "QUEUES":
-        from queues.mirror import close_all
-
-        get_config.cache_clear()
-        close_all()
+get_config = AppSettings("QUEUES", DEFAULTS, on_change=_close_mirrors)

@@ -33,3 +33,8 @@ class InvalidReceipt(QueueError):
 
 class ReceiptNotJSON(InvalidReceipt):
     """A receipt sent in a body that is not JSON (HTTP 415)."""
+
+
+class ClaimLost(QueueError):
+    """An ack or reject for a message whose claim expired and which another
+    consumer holds now (HTTP 409); it will be finished by that consumer."""

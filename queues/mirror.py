@@ -1,4 +1,4 @@
-"""Two memcached servers kept as mirrors for the queues (DESIGN.md section 2.4).
+"""Two memcached servers kept as mirrors for the queues (docs/queue.md, "Mirrors").
 
 `MirroredClient` stands in for the plain client a Queue uses. Reads and the
 counters' `incr` go to the first server in sync (the sequencer); the counter's
@@ -12,7 +12,8 @@ Which server is in sync is kept in memcached itself, so every process agrees:
 
     mirror:member      on each server: b"in-sync", or b"catching-up" while a
                        repair copies data to it (written to, not read from); a
-                       restarted server has neither, so it is out
+                       restarted server has neither, so it is out; b"stale" on
+                       one that came back with old data (never restarted)
     mirror:down:<i>    on a survivor: server i failed a write here; it stays out
                        (even if it answers again with stale data) until repaired
 
@@ -22,15 +23,17 @@ A process reads these at most every CHECK_EVERY seconds. `repair()` (the
 
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any
 
-from pymemcache.client.base import Client
 from pymemcache.exceptions import MemcacheError
 
+from core.client import ReconnectingClient as Client
+from queues.conf import get_config
 from queues.exceptions import is_full
 
 logger = logging.getLogger(__name__)
@@ -38,6 +41,7 @@ logger = logging.getLogger(__name__)
 MEMBER = "mirror:member"
 IN_SYNC = b"in-sync"
 CATCHING_UP = b"catching-up"
+STALE = b"stale"
 REGISTRY = "mirror:queues"
 CHECK_EVERY = 1.0
 COPY_BATCH = 200
@@ -80,6 +84,15 @@ class MirroredClient:
             for client in self.clients:
                 client.set(MEMBER, IN_SYNC, noreply=False)
             markers = [IN_SYNC] * len(self.clients)
+        for i in downs:
+            if markers[i] in (IN_SYNC, CATCHING_UP):
+                # Flagged down, yet it answers: it was cut off, paused or hung,
+                # not restarted, and kept its old data. Mark it out on itself
+                # too, so it stays out even if the server holding the flag
+                # dies, until a repair brings it up to date.
+                with suppress(MemcacheError, OSError):
+                    self.clients[i].set(MEMBER, STALE, noreply=False)
+                markers[i] = STALE
         self._readable = [m == IN_SYNC and i not in downs for i, m in enumerate(markers)]
         self._writable = [m in (IN_SYNC, CATCHING_UP) and i not in downs for i, m in enumerate(markers)]
         self._checked = time.monotonic()
@@ -149,9 +162,6 @@ class MirroredClient:
 
     # -- the Client API Queue uses --------------------------------------------------
 
-    def check_key(self, key: str, key_prefix: bytes) -> bytes:
-        return self.clients[0].check_key(key, key_prefix)
-
     def get(self, key: str, default: Any = None) -> Any:
         return self._read("get", key, default)
 
@@ -160,6 +170,18 @@ class MirroredClient:
 
     def gets(self, key: str) -> Any:
         return self._read("gets", key)
+
+    def gets_many(self, keys: Iterable[str]) -> dict:
+        return self._read("gets_many", list(keys))
+
+    def cas_many(self, items: list[tuple[str, bytes, int]], expire: int = 0) -> list[bool | None]:
+        """cas on the sequencer (its versions are the ones receipts carry); what
+        it stored is copied to the other server with a plain set."""
+        results = self._read("cas_many", items, expire)
+        stored = {key: value for (key, value, _), ok in zip(items, results, strict=True) if ok}
+        if stored:
+            self._others("set_many", stored, expire=expire, noreply=False)
+        return results
 
     def incr(self, key: str, value: int, noreply: bool = False) -> int | None:
         result = self._read("incr", key, value)
@@ -190,11 +212,17 @@ class MirroredClient:
     def delete_many(self, keys: Iterable[str], noreply: bool = False) -> Any:
         return self._write("delete_many", list(keys), noreply=False)
 
-    def _store_cmd(self, name: bytes, values: dict, expire: int, noreply: bool) -> dict:
-        return self._write("_store_cmd", name, values, expire, False)
+    def add_many(self, values: dict[str, bytes], expire: int = 0) -> dict[str, bool]:
+        return self._write("add_many", values, expire)
 
-    def _misc_cmd(self, commands: list[bytes], name: bytes, noreply: bool) -> Any:
-        return self._write("_misc_cmd", commands, name, False)
+    def pipeline(self, commands: list[bytes], name: bytes) -> list[bytes]:
+        return self._write("pipeline", commands, name)
+
+    def touch_many(self, keys: list[str], expire: int) -> None:
+        self._write("touch_many", keys, expire)
+
+    def wire_key(self, key: str) -> bytes:
+        return self.clients[0].wire_key(key)
 
     def close(self) -> None:
         for client in self.clients:
@@ -202,11 +230,12 @@ class MirroredClient:
 
     # -- the registry the repair walks ------------------------------------------------
 
-    def register(self, queue: str) -> None:
-        if self.add(f"mirror:registered:{queue}", b"1"):
-            if not self._read("append", REGISTRY, f"{queue}\n".encode(), noreply=False):
-                self.add(REGISTRY, f"{queue}\n".encode())
-            self._others("append", REGISTRY, f"{queue}\n".encode(), noreply=False)
+    def register(self, key_base: str) -> None:
+        """List a queue's keys ("q:<name>", "dq:<name>") for the repair to copy."""
+        if self.add(f"mirror:registered:{key_base}", b"1"):
+            if not self._read("append", REGISTRY, f"{key_base}\n".encode(), noreply=False):
+                self.add(REGISTRY, f"{key_base}\n".encode())
+            self._others("append", REGISTRY, f"{key_base}\n".encode(), noreply=False)
 
 
 def repair(client: MirroredClient, *, settle: float = 2 * CHECK_EVERY) -> list[str]:
@@ -221,6 +250,11 @@ def repair(client: MirroredClient, *, settle: float = 2 * CHECK_EVERY) -> list[s
         if target == source or client._readable[target] or marker == b"":
             continue  # in sync already, or still unreachable
         src, dst = client.clients[source], client.clients[target]
+        if marker == STALE:
+            # It kept what it had when it was cut off: messages acked since,
+            # counters behind. Nobody writes to it while it is out: clear its
+            # queues, then copy them afresh like a restarted server's.
+            _wipe(dst, _key_bases(src.get(REGISTRY)) + _key_bases(dst.get(REGISTRY)))
         # Writers start writing to it; wait until every process has noticed.
         dst.set(MEMBER, CATCHING_UP, noreply=False)
         src.delete(down_key(target), noreply=False)
@@ -232,33 +266,76 @@ def repair(client: MirroredClient, *, settle: float = 2 * CHECK_EVERY) -> list[s
     return done
 
 
-def _copy(src: Client, dst: Client) -> int:
-    """Fill the gaps on dst from src. `add` never overwrites what writers put
-    there since the catch-up began; counters only move up."""
-    names = [n for n in (src.get(REGISTRY) or b"").decode().split("\n") if n]
-    dst.set(REGISTRY, "\n".join(names).encode() + b"\n", noreply=False)
-    copied = 0
-    for name in names:
-        dst.add(f"mirror:registered:{name}", b"1", noreply=False)
-        gen_raw = src.get(f"q:{name}:gen")
-        if gen_raw is None:
+_KEY_BASE_RE = re.compile(r"d?q:[A-Za-z0-9][A-Za-z0-9_.-]{0,79}")
+
+
+def _key_bases(raw: bytes | None) -> list[str]:
+    """The registered queues' key bases; a bare name is an older "q:<name>"."""
+    lines = (line.strip() for line in (raw or b"").decode(errors="replace").split("\n"))
+    bases = [line if ":" in line else f"q:{line}" for line in lines if line]
+    return [base for base in dict.fromkeys(bases) if _KEY_BASE_RE.fullmatch(base)]
+
+
+def _int(raw: bytes | None, default: int) -> int:
+    try:
+        return int(raw) if raw is not None else default
+    except ValueError:
+        return default
+
+
+def _wipe(dst: Client, bases: list[str]) -> None:
+    """Delete the queues' keys on a stale server (not its other keys: the
+    mirrors may be the farm's memcached servers too)."""
+    for base in dict.fromkeys(bases):
+        gen_raw = dst.get(f"{base}:gen")
+        if gen_raw is None or not re.fullmatch(rb"[0-9a-f]{8}", gen_raw):
             continue
         gen = gen_raw.decode()
-        dst.set(f"q:{name}:gen", gen_raw, noreply=False)
-        counters = {k: f"q:{name}:{gen}:{k}" for k in ("tail", "head", "floor")}
+        counters = [f"{base}:{gen}:{k}" for k in ("tail", "head", "floor", "scan")]
+        found = dst.get_many(counters[:3])
+        floor, tail = _int(found.get(counters[2]), 1), _int(found.get(counters[0]), 0)
+        for start in range(max(floor, 1), tail + 1, COPY_BATCH):
+            batch = range(start, min(start + COPY_BATCH, tail + 1))
+            dst.delete_many([f"{base}:{gen}:{kind}:{i}" for i in batch for kind in ("m", "c")], noreply=False)
+        dst.delete_many([*counters, f"{base}:gen"], noreply=False)
+
+
+def _copy(src: Client, dst: Client) -> int:
+    """Fill the gaps on dst from src. `add` never overwrites what writers put
+    there since the catch-up began; counters only move up. Entries keep their
+    lifetimes: a message lives until it is acknowledged, as on src, and a
+    marker (acked, hole) or a dead letter no longer than its queue setting
+    (queues.conf), never for good."""
+    bases = _key_bases(src.get(REGISTRY))
+    dst.set(REGISTRY, "".join(f"{base}\n" for base in bases).encode(), noreply=False)
+    config = get_config()
+    copied = 0
+    for base in bases:
+        dst.add(f"mirror:registered:{base}", b"1", noreply=False)
+        gen_raw = src.get(f"{base}:gen")
+        if gen_raw is None or not re.fullmatch(rb"[0-9a-f]{8}", gen_raw):
+            continue
+        gen = gen_raw.decode()
+        dst.set(f"{base}:gen", gen_raw, noreply=False)
+        counters = {k: f"{base}:{gen}:{k}" for k in ("tail", "head", "floor")}
         values = src.get_many(list(counters.values()))
         theirs = dst.get_many(list(counters.values()))
         for key in counters.values():
-            if key in values and (key not in theirs or int(theirs[key]) < int(values[key])):
+            if key in values and _int(theirs.get(key), -1) < _int(values[key], -1):
                 dst.set(key, values[key], noreply=False)
-        floor = int(values.get(counters["floor"], b"1"))
-        tail = int(values.get(counters["tail"], b"0"))
-        for start in range(floor, tail + 1, COPY_BATCH):
+        floor = _int(values.get(counters["floor"]), 1)
+        tail = _int(values.get(counters["tail"]), 0)
+        message_ttl = config["DEAD_LETTER_TTL"] if base.startswith("dq:") else 0
+        ttls = {b"A": config["FINISHED_TTL"], b"H": config["HOLE_TTL"]}
+        for start in range(max(floor, 1), tail + 1, COPY_BATCH):
             batch = range(start, min(start + COPY_BATCH, tail + 1))
-            entries = src.get_many([f"q:{name}:{gen}:m:{i}" for i in batch])
-            if entries:
-                dst._store_cmd(b"add", entries, 0, False)
-                copied += len(entries)
+            entries = src.get_many([f"{base}:{gen}:m:{i}" for i in batch])
+            by_ttl: dict[int, dict] = {}
+            for key, value in entries.items():
+                by_ttl.setdefault(ttls.get(value[:1], message_ttl), {})[key] = value
+            for ttl, group in by_ttl.items():
+                dst.add_many(group, ttl)
+            copied += len(entries)
     return copied
 
 
@@ -269,7 +346,7 @@ _epoch = 0
 
 def mirrored_client(servers: list[str]) -> MirroredClient:
     """This thread's client over the configured mirror pair."""
-    from progress.client import client_options, parse_servers
+    from core.client import client_options, parse_servers
 
     key = (os.getpid(), _epoch, tuple(servers))
     cache: dict = _local.__dict__.setdefault("clients", {})

@@ -2,7 +2,8 @@ import re
 
 from queues.exceptions import InvalidQueueName
 
-MAX_NAME = 64
+# Internal names; the HTTP front takes 64 and prefixes its own (queues.views).
+MAX_NAME = 80
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 

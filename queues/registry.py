@@ -9,8 +9,10 @@ import os
 
 from pymemcache.exceptions import MemcacheError
 
-from progress.client import client_epoch, get_client
-from progress.lists import add_member, members
+from core.client import client_epoch, get_client
+from core.lists import add_member, members, remove_members
+from queues.exceptions import InvalidQueueName
+from queues.names import validate_name
 
 REGISTRY = "q:registry"
 _listed: set[tuple[int, int, str, str]] = set()
@@ -22,7 +24,7 @@ def register(name: str, generation: str) -> None:
         return
     try:
         client = get_client()
-        if name not in members(client, REGISTRY):
+        if name not in members(client, REGISTRY, is_queue_name):
             add_member(client, REGISTRY, name)  # two at once list it twice; readers dedupe
         _listed.add(slot)
     except (MemcacheError, OSError):
@@ -32,4 +34,19 @@ def register(name: str, generation: str) -> None:
 def known_queues() -> list[str]:
     """Every queue used since memcached last lost the list. Raises
     MemcacheError/OSError when memcached is unreachable."""
-    return members(get_client(), REGISTRY)
+    return members(get_client(), REGISTRY, is_queue_name)
+
+
+def unregister(names: set[str]) -> None:
+    """Take queues off the list (the HTTP front forgetting idle ones)."""
+    remove_members(get_client(), REGISTRY, names)
+    for slot in [slot for slot in _listed if slot[2] in names]:
+        _listed.discard(slot)
+
+
+def is_queue_name(name: str) -> bool:
+    try:
+        validate_name(name)
+    except InvalidQueueName:
+        return False
+    return True

@@ -1,5 +1,6 @@
 from celery import shared_task
 
+from queues import front
 from queues.conf import get_config
 from queues.mirror import mirrored_client, repair
 
@@ -9,3 +10,9 @@ def repair_mirrors() -> list[str]:
     """Periodic: bring a returned mirror back into sync (a no-op otherwise)."""
     mirrors = get_config()["MIRRORS"]
     return repair(mirrored_client(mirrors)) if len(mirrors) == 2 else []
+
+
+@shared_task(name="queues.forget_idle", ignore_result=True)
+def forget_idle() -> list[str]:
+    """Periodic: forget the HTTP front's queues that are idle and empty."""
+    return front.forget_idle()

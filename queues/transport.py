@@ -6,6 +6,10 @@ the worker holds it a background thread keeps the claim alive. A worker that
 is killed stops doing so, and its messages come back, marked redelivered,
 within one visibility timeout. That is what acks_late needs.
 
+A message that is not a kombu message of this farm (planted in memcached, cut
+short, not JSON) goes to the queue's dead letters and the next one is
+delivered: it never reaches Celery, and never stalls the worker.
+
 Not supported, as with kombu's other virtual transports without fanout:
 broadcast (so `celery inspect`, remote control and revoke by broadcast do
 not reach the workers), priorities, and exchanges other than direct.
@@ -21,10 +25,10 @@ from typing import Any
 
 from kombu.transport import virtual
 
-from progress.client import StableHashClient, build_client
-from progress.conf import get_config as progress_config
-from queues.core import Queue
-from queues.exceptions import QueueError, QueueUnavailable
+from core.client import StableHashClient, build_client
+from core.conf import get_config as memcached_config
+from queues.core import Message, Queue
+from queues.exceptions import ClaimLost, QueueError, QueueUnavailable
 from queues.names import MAX_NAME, validate_name
 
 logger = logging.getLogger(__name__)
@@ -32,6 +36,31 @@ logger = logging.getLogger(__name__)
 DEFAULT_VISIBILITY = 60
 DEFAULT_POLLING = 0.05
 MIN_POLL = 0.001
+# Bad messages buried in one poll before the worker gets a say again.
+BURY_PER_POLL = 16
+
+
+class NotAKombuMessage(ValueError):
+    pass
+
+
+def kombu_payload(message: Message) -> dict:
+    """The kombu message a queue entry holds, checked enough for kombu to
+    take it without raising in the worker's loop."""
+    try:
+        payload = json.loads(message.body)
+    except (ValueError, RecursionError) as exc:
+        raise NotAKombuMessage(f"not JSON: {exc}") from exc
+    if not isinstance(payload, dict) or not isinstance(payload.get("properties"), dict):
+        raise NotAKombuMessage("not a kombu message (no properties)")
+    properties = payload["properties"]
+    if not isinstance(properties.get("delivery_tag"), str):
+        raise NotAKombuMessage("no delivery tag")
+    if not isinstance(payload.get("body"), str) or not isinstance(payload.get("headers", {}), dict):
+        raise NotAKombuMessage("no body or headers")
+    if not isinstance(properties.get("delivery_info", {}), dict):
+        raise NotAKombuMessage("bad delivery info")
+    return payload
 
 
 def queue_name(kombu_queue: str) -> str:
@@ -93,11 +122,18 @@ class Channel(virtual.Channel):
             self._queue(queue).put(json.dumps(message).encode())
 
     def _get(self, queue: str, timeout: float | None = None) -> dict:
-        with self._lock:
-            message = self._queue(queue).claim()
-        if message is None:
+        for _ in range(BURY_PER_POLL):
+            with self._lock:
+                message = self._queue(queue).claim()
+                if message is None:
+                    raise Empty()
+                try:
+                    payload = kombu_payload(message)
+                    break
+                except NotAKombuMessage as exc:
+                    self._queue(queue).bury(message, str(exc))
+        else:
             raise Empty()
-        payload = json.loads(message.body)
         properties = payload["properties"]
         # The publisher's tag repeats on redelivery; add the index to keep it unique.
         tag = f"{properties['delivery_tag']}.{message.index}"
@@ -113,12 +149,15 @@ class Channel(virtual.Channel):
             return
         queue, receipt = held
         with self._lock:
-            if ack:
-                self._queue(queue).ack(receipt)
-            elif requeue:
-                self._queue(queue).reject(receipt)
-            else:  # rejected for good: finished without being acknowledged as done
-                self._queue(queue)._mark_finished([self._queue(queue)._parse(receipt)])
+            try:
+                if requeue and not ack:
+                    self._queue(queue).reject(receipt)
+                else:  # done, or rejected for good: finished either way
+                    self._queue(queue).ack(receipt)
+            except ClaimLost as exc:
+                # Its claim lapsed and another worker has it now: the task runs
+                # again there (at-least-once; the job itself runs only once).
+                logger.warning("message %s on %s not finished here: %s", tag, queue, exc)
 
     def _keep_claims(self) -> None:
         """While the worker lives, its claims do not expire."""
@@ -171,7 +210,7 @@ class Transport(virtual.Transport):
     def __init__(self, client: Any, **kwargs: Any) -> None:
         super().__init__(client, **kwargs)
         servers = client.transport_options.get("servers") or [f"{client.hostname}:{client.port or 11211}"]
-        namespace = client.transport_options.get("namespace") or progress_config()["NAMESPACE"]
+        namespace = client.transport_options.get("namespace") or memcached_config()["NAMESPACE"]
         self.ring = build_client(servers, f"{namespace}:broker")
 
     def driver_version(self) -> str:

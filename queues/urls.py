@@ -8,4 +8,5 @@ urlpatterns = [
     path("<str:name>/ack/", views.ack, name="ack"),
     path("<str:name>/reject/", views.reject, name="reject"),
     path("<str:name>/stats", views.stats, name="stats"),
+    path("<str:name>/dead-letters", views.dead_letters, name="dead_letters"),
 ]

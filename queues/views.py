@@ -1,4 +1,8 @@
-"""The HTTP front of the queues: producers POST, consumers GET, errors are status codes."""
+"""The HTTP front of the queues: producers POST, consumers GET, errors are status codes.
+
+The front reaches only queues of its own (queues.front): `/queues/orders/`
+is the queue `http.orders`, never one of the farm's internal queues.
+"""
 
 import json
 import threading
@@ -10,9 +14,12 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from progress.http import json_error, require_token
-from queues.core import Queue
+from core.counters import count
+from core.http import json_error, require_token
+from queues import front
+from queues.core import DeadLetter, Queue
 from queues.exceptions import (
+    ClaimLost,
     InvalidQueueName,
     InvalidReceipt,
     MessageTooLarge,
@@ -20,17 +27,23 @@ from queues.exceptions import (
     QueueUnavailable,
     ReceiptNotJSON,
 )
-from stats.counters import count
 
 RETRY_AFTER = 2
 _CACHED_QUEUES = 256
+DEAD_LETTERS_SHOWN = 50
 _local = threading.local()
 
 
-def _queue(name: str) -> Queue:
-    """This thread's Queue object for `name` (it keeps the generation and index
-    reserve between requests). No prefetch: a web process must not sit on
-    messages other consumers could take."""
+def _queue(url_name: str, *, writing: bool = False) -> Queue:
+    """This thread's Queue object for the front's queue `url_name` (it keeps
+    the generation and index reserve between requests). No prefetch: a web
+    process must not sit on messages other consumers could take. Reading a
+    queue nobody has put into creates nothing (NoSuchQueue)."""
+    name = front.queue_name(url_name)
+    if writing:
+        front.for_writing(name)
+    else:
+        front.for_reading(name)
     cache: OrderedDict[str, Queue] = _local.__dict__.setdefault("queues", OrderedDict())
     queue = cache.get(name)
     if queue is None:
@@ -50,10 +63,16 @@ def _queue_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpRespon
             return view(request, *args, **kwargs)
         except InvalidQueueName as exc:
             return json_error(400, str(exc))
+        except (front.InternalQueue, front.TooManyQueues) as exc:
+            return json_error(403, str(exc).capitalize() + ".")
+        except front.NoSuchQueue as exc:
+            return json_error(404, str(exc).capitalize() + ".")
         except ReceiptNotJSON as exc:
             return json_error(415, str(exc))
         except InvalidReceipt as exc:
             return json_error(400, str(exc))
+        except ClaimLost as exc:
+            return json_error(409, str(exc).capitalize() + ": it will be delivered again.")
         except MessageTooLarge as exc:
             return json_error(413, str(exc))
         except QueueFull as exc:
@@ -69,8 +88,8 @@ def _queue_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpRespon
 @require_http_methods(["GET", "POST"])
 @_queue_errors
 def messages(request: HttpRequest, name: str) -> HttpResponse:
-    queue = _queue(name)
     if request.method == "POST":
+        queue = _queue(name, writing=True)
         declared = request.headers.get("Content-Length", "")
         if declared.isdigit() and int(declared) > queue.max_bytes:
             raise MessageTooLarge(f"message of {declared} bytes is over the {queue.max_bytes} limit")
@@ -80,6 +99,10 @@ def messages(request: HttpRequest, name: str) -> HttpResponse:
         index = queue.put(body)
         return JsonResponse({"queue": name, "index": index}, status=201)
 
+    try:
+        queue = _queue(name)
+    except front.NoSuchQueue:
+        return HttpResponse(status=204)  # nothing was ever put there: empty
     message = queue.claim()
     if message is None:
         return HttpResponse(status=204)
@@ -99,7 +122,7 @@ def _receipt(request: HttpRequest) -> str:
             raise ReceiptNotJSON('Send the receipt as JSON: {"receipt": "..."}.')
         try:
             receipt = json.loads(request.body).get("receipt")
-        except (ValueError, AttributeError):
+        except (ValueError, AttributeError, RecursionError):
             raise InvalidReceipt('The body must be a JSON object: {"receipt": "..."}.') from None
     else:
         receipt = request.headers.get("Queue-Receipt")
@@ -112,7 +135,8 @@ def _receipt(request: HttpRequest) -> str:
 @require_POST
 @_queue_errors
 def ack(request: HttpRequest, name: str) -> HttpResponse:
-    _queue(name).ack(_receipt(request))
+    receipt = _receipt(request)
+    _queue(name).ack(receipt)
     return HttpResponse(status=204)
 
 
@@ -120,7 +144,10 @@ def ack(request: HttpRequest, name: str) -> HttpResponse:
 @require_POST
 @_queue_errors
 def reject(request: HttpRequest, name: str) -> HttpResponse:
-    return JsonResponse({"queue": name, "index": _queue(name).reject(_receipt(request))})
+    receipt = _receipt(request)
+    index = _queue(name).reject(receipt)
+    # None: rejected once too often, it went to the dead letters (or was finished already).
+    return JsonResponse({"queue": name, "index": index, "dead_letter": index is None})
 
 
 @require_token("QUEUE_API_TOKEN")
@@ -128,5 +155,32 @@ def reject(request: HttpRequest, name: str) -> HttpResponse:
 @_queue_errors
 def stats(request: HttpRequest, name: str) -> HttpResponse:
     response = JsonResponse({"queue": name, **_queue(name).stats()})
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_token("QUEUE_API_TOKEN")
+@require_GET
+@_queue_errors
+def dead_letters(request: HttpRequest, name: str) -> HttpResponse:
+    """The queue's dead letters, oldest first (looking takes nothing away)."""
+    queue = _queue(name)
+    letters = [DeadLetter.from_json(m.body) for m in queue.dead_letters().peek(DEAD_LETTERS_SHOWN)]
+    response = JsonResponse(
+        {
+            "queue": name,
+            "dead_letters": queue.stats()["dead_letters"],
+            "shown": [
+                {
+                    "reason": letter.reason,
+                    "deliveries": letter.deliveries,
+                    "enqueued_at": letter.enqueued_at,
+                    "dead_at": letter.dead_at,
+                    "body": letter.body.decode(errors="replace"),
+                }
+                for letter in letters
+            ],
+        }
+    )
     response["Cache-Control"] = "no-store"
     return response

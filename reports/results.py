@@ -2,13 +2,17 @@
 
 import hashlib
 import io
+import re
 from collections.abc import Iterator
 
-from django.conf import settings
 from django.db import transaction
 
 from progress.models import Job
+from reports.conf import get_config
 from reports.models import ResultChunk, ResultFile
+
+# What a result file may be called: it is a URL segment (/jobs/<id>/files/<name>).
+RESULT_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
 class ResultWriter(io.RawIOBase):
@@ -19,11 +23,13 @@ class ResultWriter(io.RawIOBase):
     """
 
     def __init__(self, job: Job, name: str, content_type: str) -> None:
+        if not RESULT_NAME_RE.fullmatch(name):
+            raise ValueError(f"result file name {name!r} is not one a URL can carry")
         super().__init__()
         ResultFile.objects.filter(job=job, name=name).delete()  # a retried job starts over
         self.file = ResultFile.objects.create(job=job, name=name, content_type=content_type)
         self._buffer = bytearray()
-        self._chunk_bytes = settings.REPORTS["RESULT_CHUNK_BYTES"]
+        self._chunk_bytes = get_config()["RESULT_CHUNK_BYTES"]
         self._hash = hashlib.sha256()
         self._seq = 0
         self._size = 0

@@ -6,10 +6,11 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Max, Min, QuerySet
 
+from core.memo import get_or_set
 from progress.ids import is_valid_job_id
-from progress.memo import get_or_set
 from progress.models import Job
 from reports.models import Customer, Order, OrderLine, Product, ResultFile
+from reports.results import RESULT_NAME_RE
 
 
 def jobs_of(user: AbstractBaseUser, *, limit: int = 50) -> QuerySet[Job]:
@@ -23,7 +24,8 @@ def job_of(user: AbstractBaseUser, job_id: str) -> Job | None:
 
 
 def result_file(job: Job, name: str) -> ResultFile | None:
-    if len(name) > 100:
+    # Only a name a file can have reaches the database (PostgreSQL refuses a NUL byte with an error).
+    if not RESULT_NAME_RE.fullmatch(name):
         return None
     return ResultFile.objects.filter(job=job, name=name, complete=True).first()
 

@@ -7,18 +7,21 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import F
 from django.template.defaultfilters import pluralize
+from django.utils import timezone
 from kombu.exceptions import OperationalError
 
+from core.slots import Lease, LimitReached, SlotsUnavailable, acquire
 from limits.conf import get_config as get_limits
-from limits.slots import Lease, LimitReached, SlotsUnavailable, acquire
 from progress import services as progress
 from progress import store
 from progress.exceptions import JobNotRunnable, ProgressUnavailable
 from progress.ids import new_job_id
 from progress.models import Job
-from progress.reaper import reap
+from progress.reaper import reap, reap_queued
 from progress.records import JobRecord
+from queues.exceptions import QueueError, QueueFull
 from reports.definitions.base import Report
 from reports.registry import get_report
 
@@ -34,6 +37,10 @@ HARD_LIMIT_GRACE = 30
 
 class BrokerUnavailable(Exception):
     """The task could not be sent to the workers; the job was ended as failed."""
+
+    def __init__(self, message: str, *, full: bool = False) -> None:
+        super().__init__(message)
+        self.full = full
 
 
 class StartRefused(Exception):
@@ -70,15 +77,27 @@ def start_report(*, user: AbstractBaseUser, report: Report, params: dict[str, An
 
 
 def _send(job: Job, report: Report, *, slots: list[str]) -> None:
+    """Hand the job's task to the broker. A broker that cannot take it
+    (unreachable, or full: a memcached broker under -M) ends the job as
+    failed, frees its slots, and raises BrokerUnavailable."""
+    try:
+        send_task(job, report)
+    except (OperationalError, QueueError) as exc:
+        full = isinstance(exc, QueueFull)
+        logger.error("job %s not queued: broker %s: %s", job.id, "full" if full else "unavailable", exc)
+        reason = "The job queue is full right now" if full else "The job queue is unavailable"
+        progress.fail_to_queue(job=job, reason=f"{reason}; please try again.", slots=slots)
+        raise BrokerUnavailable(str(exc), full=full) from exc
+
+
+def send_task(job: Job, report: Report) -> None:
+    """Send the job's task and note it on the row (the reaper sends again
+    what never left or what the broker lost). Raises what the broker raises."""
     from reports.tasks import run_report
 
     limit = report.time_limit_seconds()
-    try:
-        run_report.apply_async(args=[job.id], soft_time_limit=limit, time_limit=limit + HARD_LIMIT_GRACE)
-    except OperationalError as exc:
-        logger.error("job %s not queued: broker unavailable: %s", job.id, exc)
-        progress.fail_to_queue(job=job, reason="The job queue is unavailable; please try again.", slots=slots)
-        raise BrokerUnavailable(str(exc)) from exc
+    run_report.apply_async(args=[job.id], soft_time_limit=limit, time_limit=limit + HARD_LIMIT_GRACE)
+    Job.objects.filter(pk=job.id).update(sent_at=timezone.now(), sends=F("sends") + 1)
 
 
 def _take_slots(user: AbstractBaseUser, report: Report, job_id: str) -> Lease:
@@ -164,7 +183,7 @@ def run_report(*, job_id: str) -> None:
     try:
         with progress.track_job(job_id) as tracker:
             tracker.reporter.plan(report.stages)
-            report.run(job=job, params=job.params, tracker=tracker)
+            tracker.result = report.run(job=job, params=job.params, tracker=tracker)
     except JobNotRunnable as exc:
         logger.info("job %s not run: %s", job_id, exc)
         return
@@ -173,5 +192,13 @@ def run_report(*, job_id: str) -> None:
 
 
 def reap_lost_jobs() -> list[str]:
-    """End jobs whose worker died, running each again once where allowed."""
-    return reap(on_lost=retry_lost)
+    """End jobs whose worker died, running each again once where allowed;
+    send again the tasks of queued jobs that never reached a worker."""
+    return reap(on_lost=retry_lost) + reap_queued(send=_send_again)
+
+
+def _send_again(job: Job) -> None:
+    report = get_report(job.kind)
+    if report is None:
+        raise JobNotRunnable(f"no report type {job.kind!r}")
+    send_task(job, report)

@@ -12,15 +12,15 @@ from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_http_methods, require_safe
 
+from core.counters import count
+from core.http import json_error, wants_json
 from limits.decorators import limit_concurrency
 from limits.refusals import note_refusal, refusal_response
 from progress import selectors as progress_selectors
 from progress.exceptions import ProgressUnavailable
-from progress.http import json_error, wants_json
 from progress.services import record_from_job
 from reports import results, selectors, services
-from reports.registry import REPORTS, get_report
-from stats.counters import count
+from reports.registry import all_reports, get_report
 
 UNAVAILABLE_RETRY_AFTER = 5
 
@@ -40,7 +40,7 @@ def index(request: HttpRequest) -> HttpResponse:
         request,
         "reports/index.html",
         {
-            "reports": REPORTS.values(),
+            "reports": all_reports().values(),
             "dataset": selectors.dataset_summary(),
             "rows": progress_selectors.job_rows(selectors.jobs_of(request.user, limit=5)),
         },
@@ -76,7 +76,9 @@ def start(request: HttpRequest, kind: str) -> HttpResponse:
         )
     except ProgressUnavailable:
         return _unavailable(request, "The progress store is unavailable, so the job was not started.")
-    except services.BrokerUnavailable:
+    except services.BrokerUnavailable as exc:
+        if exc.full:
+            return _unavailable(request, "The job queue is full right now, so the job was not started.")
         return _unavailable(request, "The job queue is unavailable, so the job was not started.")
     job_url = reverse("reports:job", args=[job.id])
     if wants_json(request):

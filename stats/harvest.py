@@ -22,7 +22,7 @@ from django.db import transaction
 from django.db.models import F, Sum
 from pymemcache.exceptions import MemcacheError
 
-from progress.client import get_client
+from core.client import get_client
 from queues.exceptions import QueueError
 from stats import sources
 from stats.models import CountedValue, CounterMinute, CounterSample, CounterWatermark, DailySummary

@@ -3,8 +3,11 @@
 from django.db.models import Sum
 from pymemcache.exceptions import MemcacheError
 
-from progress.client import get_client
+from core.client import get_client
+from core.counters import counter_key
+from queues.core import Queue
 from queues.exceptions import QueueError
+from queues.registry import known_queues
 from stats import sources
 from stats.harvest import new_since
 from stats.models import CounterSample, CounterWatermark
@@ -33,17 +36,37 @@ def unharvested() -> tuple[dict[str, int], bool]:
     return {key: new_since(marks.get(key), raw, gen) for key, (gen, raw) in raws.items()}, True
 
 
-def prometheus(values: dict[str, int]) -> str:
-    """`name|label=v|...` keys -> Prometheus text format, one family per name."""
-    families: dict[str, list[str]] = {}
-    for key, value in sorted(values.items()):
-        name, *labels = key.split("|")
-        label_text = ",".join(f'{k}="{v}"' for k, v in (label.split("=", 1) for label in labels))
-        metric = f"webfarm_{name}_total"
-        families.setdefault(metric, []).append(
-            f"{metric}{{{label_text}}} {value}" if label_text else f"{metric} {value}"
-        )
+def gauges() -> dict[str, int]:
+    """What is there now (not counts of events): messages waiting and dead
+    letters kept, per queue. Empty when memcached cannot be asked."""
+    values: dict[str, int] = {}
+    try:
+        names = known_queues()
+    except (MemcacheError, OSError):
+        return values
+    for name in names:
+        try:
+            stats = Queue(name).stats()
+        except QueueError:
+            continue
+        values[counter_key("queue_ready", queue=name)] = stats["ready"]
+        values[counter_key("queue_dead_letters", queue=name)] = stats["dead_letters"]
+    return values
+
+
+def prometheus(values: dict[str, int], current: dict[str, int] | None = None) -> str:
+    """`name|label=v|...` keys -> Prometheus text format, one family per name:
+    counters from `values`, gauges from `current`."""
+    families: dict[tuple[str, str], list[str]] = {}
+    for kind, suffix, items in (("counter", "_total", values), ("gauge", "", current or {})):
+        for key, value in sorted(items.items()):
+            name, *labels = key.split("|")
+            label_text = ",".join(f'{k}="{v}"' for k, v in (label.split("=", 1) for label in labels))
+            metric = f"webfarm_{name}{suffix}"
+            families.setdefault((metric, kind), []).append(
+                f"{metric}{{{label_text}}} {value}" if label_text else f"{metric} {value}"
+            )
     lines = []
-    for metric, samples in families.items():
-        lines += [f"# TYPE {metric} counter", *samples]
+    for (metric, kind), samples in families.items():
+        lines += [f"# TYPE {metric} {kind}", *samples]
     return "\n".join(lines) + "\n"

@@ -7,7 +7,7 @@ from django.contrib.auth.signals import user_logged_in
 from django.db.models.signals import post_save
 from django.dispatch import receiver
 
-from stats.counters import count
+from core.counters import count
 
 
 @receiver(user_logged_in)

@@ -9,20 +9,23 @@ memcached having lost the count and started again.
 
 from typing import Any
 
-from progress.lists import members
+from core.counters import GENERATION, REGISTRY, counter_key, is_counter_key, parse_counter_key
+from core.lists import members
+from core.tampering import refused
 from queues.core import Queue
 from queues.registry import known_queues
-from stats.counters import GENERATION, REGISTRY, counter_key
 
 # Queue counts have no generation key of their own: a lost count shows as a
 # value below the watermark.
 QUEUE_GENERATION = "queue"
-_DIRECTIONS = ("in", "out")
+# "dead": messages moved to the queue's dead letters.
+_DIRECTIONS = ("in", "out", "dead")
 
 
 def listed(client: Any) -> list[str]:
     """Every counter key there is a value for, queues' counts included."""
-    keys = members(client, REGISTRY)
+    # Queue counts are read from the queues themselves, never from the registry.
+    keys = [k for k in members(client, REGISTRY, is_counter_key) if not k.startswith("queue_messages|")]
     for name in known_queues():
         keys += [counter_key("queue_messages", direction=d, queue=name) for d in _DIRECTIONS]
     return keys
@@ -33,9 +36,17 @@ def read(client: Any, keys: list[str]) -> dict[str, tuple[str, int]]:
     MemcacheError/OSError (or QueueError) when memcached cannot answer."""
     plain = [k for k in keys if not k.startswith("queue_messages|")]
     found = client.get_many([GENERATION, *(f"c:{k}" for k in plain)]) if plain else {}
-    generation = found.get(GENERATION, b"").decode()
-    values = {k: (generation, int(found[f"c:{k}"])) for k in plain if f"c:{k}" in found}
-    queues = {_queue_of(k) for k in keys if k.startswith("queue_messages|")}
+    generation = found.get(GENERATION, b"").decode(errors="replace")
+    values = {}
+    for key in plain:
+        raw = found.get(f"c:{key}")
+        if raw is None:
+            continue
+        if not raw.isdigit():  # an incr'd counter is always digits
+            refused("counter", f"c:{key}", "not a number")
+            continue
+        values[key] = (generation, int(raw))
+    queues = {name for k in keys if k.startswith("queue_messages|") and (name := _queue_of(k))}
     for name in sorted(queues):
         stats = Queue(name).stats()
         for direction in _DIRECTIONS:
@@ -46,6 +57,5 @@ def read(client: Any, keys: list[str]) -> dict[str, tuple[str, int]]:
     return {k: v for k, v in values.items() if k in keys}
 
 
-def _queue_of(key: str) -> str:
-    labels = dict(part.split("=", 1) for part in key.split("|")[1:])
-    return labels["queue"]
+def _queue_of(key: str) -> str | None:
+    return parse_counter_key(key)[1].get("queue")

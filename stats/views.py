@@ -1,7 +1,7 @@
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_safe
 
-from progress.http import require_token
+from core.http import require_token
 from stats import selectors
 
 
@@ -9,7 +9,7 @@ from stats import selectors
 @require_safe
 def counters_json(request: HttpRequest) -> HttpResponse:
     values, live = selectors.totals()
-    response = JsonResponse({"counters": values, "includes_unharvested": live})
+    response = JsonResponse({"counters": values, "gauges": selectors.gauges(), "includes_unharvested": live})
     response["Cache-Control"] = "no-store"
     return response
 
@@ -18,4 +18,6 @@ def counters_json(request: HttpRequest) -> HttpResponse:
 @require_safe
 def metrics(request: HttpRequest) -> HttpResponse:
     values, _ = selectors.totals()
-    return HttpResponse(selectors.prometheus(values), content_type="text/plain; version=0.0.4")
+    return HttpResponse(
+        selectors.prometheus(values, selectors.gauges()), content_type="text/plain; version=0.0.4"
+    )

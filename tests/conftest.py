@@ -30,12 +30,12 @@ def memcached_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def progress_on_real_memcached(settings, memcached_server: str) -> Iterator[str]:
     """Point the progress app and Django's cache at the session's memcached,
     under a namespace of the test's own so tests never see each other's keys."""
-    from progress.client import reset_client
+    from core.client import reset_client
 
     namespace = f"t{uuid.uuid4().hex[:12]}"
     # Password hashing is not under test here and costs a third of a second a login.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [memcached_server], "NAMESPACE": namespace}
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [memcached_server], "NAMESPACE": namespace}
     settings.CACHES = {
         "default": {
             **settings.CACHES["default"],
@@ -92,8 +92,8 @@ def farm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
             "DATABASE_URL": f"sqlite:///{base / 'farm.sqlite3'}",
             "MEMCACHED_SERVERS": mc_address,
             "CELERY_BROKER_URL": broker_url,
-            "CELERY_QUEUE": "farmtest",
-            "PROGRESS_NAMESPACE": "farmtest",
+            "CELERY_TASK_DEFAULT_QUEUE": "farmtest",
+            "MEMCACHED_NAMESPACE": "farmtest",
             "DJANGO_SECRET_KEY": "farm-test-" + uuid.uuid4().hex,
             "DEMO_PASSWORD": DEMO_PASSWORD,
             # Small enough to generate in seconds; small chunks make a job run
@@ -101,13 +101,13 @@ def farm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
             "DEMO_ORDERS": "120000",
             "REPORTS_CHUNK_ROWS": "100",
             "PROGRESS_HEARTBEAT_INTERVAL": "2",
-            "WORKER_HEARTBEAT_EVERY": "1",
+            "DASHBOARD_WORKER_HEARTBEAT": "1",
             "DASHBOARD_CHART_TTL": "1",
             "ACTIVITY_LOG_FILE": str(base / "activity.log"),
             # Tests share alice and bob and start several jobs each; the limits
             # themselves are tested with fresh users (test_failures.py).
-            "LIMIT_REPORTS_PER_USER": "4",
-            "LIMIT_REPORTS_PER_KIND": "50",
+            "LIMITS_REPORTS_PER_USER": "4",
+            "LIMITS_REPORTS_PER_KIND": "50",
         }
         processes.manage(env, "migrate", "--no-input", "-v", "0")
         processes.manage(env, "collectstatic", "--no-input", "-v", "0")

@@ -11,8 +11,8 @@ def main() -> None:
     import django
 
     django.setup()
-    from progress.client import get_client
-    from progress.memo import get_or_set
+    from core.client import get_client
+    from core.memo import get_or_set
     from tests.together import at_start_line
 
     client = get_client()

@@ -1,11 +1,13 @@
 """Start the farm's real processes for tests: memcached, Redis, Celery, gunicorn."""
 
+import atexit
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,20 +22,74 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 
-# The PostgreSQL server farms in tests and benchmarks create their databases on.
-POSTGRES = os.environ.get("TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/")
+# A PostgreSQL server of the run's own (started on first use, stopped at exit),
+# unless TEST_POSTGRES names one to use instead ("postgresql://user@host:port/").
+TEST_POSTGRES = os.environ.get("TEST_POSTGRES", "")
+_postgres: list = []
+
+
+def postgres_bin() -> Path:
+    """Where the OS packages put PostgreSQL's programs (make test installs them)."""
+    for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
+        if (candidate / "initdb").exists():
+            return candidate
+    raise RuntimeError("PostgreSQL is not installed: `make test` installs it from the OS packages")
+
+
+def postgres_server() -> str:
+    """The URL (without a database name) of this run's PostgreSQL server: a
+    throwaway cluster on a free port, with fsync off, started on first use."""
+    if TEST_POSTGRES:
+        return TEST_POSTGRES
+    if _postgres:
+        return _postgres[1]
+    base = Path(tempfile.mkdtemp(prefix="webfarm-pg-"))
+    # PostgreSQL refuses to run as root: as root, run it as the postgres user.
+    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    if as_user:
+        shutil.chown(base, "postgres", "postgres")
+    data, bin_dir, port = base / "data", postgres_bin(), free_port()
+    initdb = [str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8"]
+    subprocess.run([*as_user, *initdb, "--no-sync"], check=True, capture_output=True, timeout=120)
+    argv = [*as_user, str(bin_dir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(base)]
+    for option in (
+        "listen_addresses=127.0.0.1",
+        "fsync=off",
+        "synchronous_commit=off",
+        "full_page_writes=off",
+        "max_connections=300",
+    ):
+        argv += ["-c", option]
+    process = Process("postgres", argv, log_dir=base).start()
+    url = f"postgresql://postgres@127.0.0.1:{port}/"
+
+    def ready() -> bool:
+        with psycopg.connect(url + "postgres", connect_timeout=1):
+            return True
+
+    wait_for(lambda: ready() or not process.alive(), timeout=60, what="postgres")
+    assert process.alive(), process.log()
+    _postgres[:] = [process, url]
+    atexit.register(_stop_postgres, process, base)
+    return url
+
+
+def _stop_postgres(process: "Process", base: Path) -> None:
+    process.stop(signal.SIGINT)  # a fast shutdown: SIGTERM waits for every client to leave
+    shutil.rmtree(base, ignore_errors=True)
 
 
 @contextmanager
 def postgres_database(prefix: str) -> Iterator[str]:
     """A new, empty PostgreSQL database for one farm: its URL; dropped after."""
+    server = postgres_server()
     name = f"{prefix}_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(POSTGRES + "postgres", autocommit=True) as admin:
+    with psycopg.connect(server + "postgres", autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')
     try:
-        yield POSTGRES + name
+        yield server + name
     finally:
-        with psycopg.connect(POSTGRES + "postgres", autocommit=True) as admin:
+        with psycopg.connect(server + "postgres", autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
@@ -56,6 +112,37 @@ def wait_for(check: Callable[[], object], *, timeout: float, what: str, interval
             last_error = exc
         time.sleep(interval)
     raise TimeoutError(f"timed out after {timeout}s waiting for {what} (last error: {last_error})")
+
+
+# The key this run's web, worker and beat processes share unless a test sets
+# its own: they refuse to start on a placeholder (webfarm.secret).
+RUN_SECRET_KEY = "test-run-" + uuid.uuid4().hex
+
+
+def with_secret_key(env: dict | None) -> dict:
+    env = dict(os.environ if env is None else env)
+    env.setdefault("DJANGO_SECRET_KEY", RUN_SECRET_KEY)
+    return env
+
+
+def one_memcached_env(base: Path, address: str, name: str, **settings: object) -> dict:
+    """The environment of a farm on one memcached (store and broker), its own
+    SQLite database, namespace and Celery queue (`name`), demo accounts with the
+    tests' password; `settings` add or override variables."""
+    from tests.web import DEMO_PASSWORD
+
+    return {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{base / (name + '.sqlite3')}",
+        "MEMCACHED_SERVERS": address,
+        "CELERY_BROKER_URL": f"memcached://{address}",
+        "CELERY_TASK_DEFAULT_QUEUE": name,
+        "MEMCACHED_NAMESPACE": name,
+        "DJANGO_SECRET_KEY": f"{name}-{uuid.uuid4().hex}",
+        "DEMO_PASSWORD": DEMO_PASSWORD,
+        "ACTIVITY_LOG_FILE": str(base / "activity.log"),
+        **{key: str(value) for key, value in settings.items()},
+    }
 
 
 class Process:
@@ -191,7 +278,7 @@ def manage(env: dict, *args: str) -> str:
 def celery_worker(
     env: dict, log_dir: Path, name: str, *, concurrency: int = 2, include: str | None = None
 ) -> Process:
-    """A real `celery worker` on env's broker and CELERY_QUEUE, started and ready."""
+    """A real `celery worker` on env's broker and CELERY_TASK_DEFAULT_QUEUE, started and ready."""
     argv = [
         str(BIN / "celery"),
         "-A",
@@ -204,13 +291,13 @@ def celery_worker(
         "-n",
         f"{name}@%h",
         "-Q",
-        env["CELERY_QUEUE"],
+        env["CELERY_TASK_DEFAULT_QUEUE"],
         "--without-gossip",
         "--without-mingle",
     ]
     if include:
         argv += ["--include", include]
-    process = Process(name, argv, log_dir=log_dir, env=env).start()
+    process = Process(name, argv, log_dir=log_dir, env=with_secret_key(env)).start()
     wait_for(
         lambda: " ready." in process.log() or not process.alive(), timeout=60, what=f"celery worker {name}"
     )
@@ -234,7 +321,7 @@ def gunicorn(env: dict, log_dir: Path, name: str, *, port: int | None = None) ->
         "--graceful-timeout",
         "5",
     ]
-    process = Process(name, argv, log_dir=log_dir, env=env).start()
+    process = Process(name, argv, log_dir=log_dir, env=with_secret_key(env)).start()
     base = f"http://127.0.0.1:{port}"
     wait_for(
         lambda: requests.get(f"{base}/accounts/login/", timeout=2).status_code == 200 or not process.alive(),
@@ -257,7 +344,7 @@ def celery_beat(env: dict, log_dir: Path, name: str = "beat") -> Process:
         "--schedule",
         str(log_dir / f"{name}.db"),
     ]
-    process = Process(name, argv, log_dir=log_dir, env=env).start()
+    process = Process(name, argv, log_dir=log_dir, env=with_secret_key(env)).start()
     wait_for(lambda: "beat: Starting" in process.log() or not process.alive(), timeout=60, what="celery beat")
     assert process.alive(), process.log()
     return process

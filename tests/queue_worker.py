@@ -41,7 +41,7 @@ def main() -> None:
         return
 
     # consume until the parent raises the "done" flag and the queue stays empty
-    from progress.client import server_client
+    from core.client import server_client
 
     done_key = f"test:{args.queue}:done"
     idle_since = None

@@ -10,7 +10,7 @@ def main() -> None:
     import django
 
     django.setup()
-    from limits.slots import LimitReached, acquire
+    from core.slots import LimitReached, acquire
     from tests.together import at_start_line
 
     at_start_line()

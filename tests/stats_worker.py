@@ -10,8 +10,8 @@ def main() -> None:
     import django
 
     django.setup()
-    from progress.client import get_client
-    from stats.counters import count
+    from core.client import get_client
+    from core.counters import count
     from stats.harvest import harvest
 
     role, arg = sys.argv[1], int(sys.argv[2])

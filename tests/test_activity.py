@@ -3,6 +3,7 @@ to a file in order, exactly once, across crashes."""
 
 import json
 import logging
+import time
 import uuid
 
 import pytest
@@ -11,9 +12,9 @@ from django.test import Client
 
 from activity.drain import DrainerBusy, drain
 from activity.handler import QUEUE_NAME, SiteLogHandler
-from progress.client import get_client
-from queues.core import Queue
-from stats import counters
+from core import counters
+from core.client import get_client
+from queues.core import DeadLetter, Queue
 from tests.processes import free_port, wait_for
 
 pytestmark = pytest.mark.django_db
@@ -50,7 +51,7 @@ def test_each_request_is_logged_with_who_what_status_and_duration(tmp_path):
 def test_shipping_never_raises_when_memcached_is_down(settings):
     counters.forget_known()
     before = counters.dropped_here()
-    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [f"127.0.0.1:{free_port()}"]}
     logging.getLogger("activity").info("while memcached is away", extra={"user": "x"})
     _handler().flush()
     # The drop could not be counted in memcached either: it waits in the process.
@@ -60,7 +61,7 @@ def test_shipping_never_raises_when_memcached_is_down(settings):
 def test_a_crash_between_write_and_ack_neither_duplicates_nor_skips(tmp_path, settings):
     settings.QUEUES = {**settings.QUEUES, "VISIBILITY_TIMEOUT": 1, "RECOVER_INTERVAL": 0.0}
     queue = Queue(QUEUE_NAME)
-    queue.put_many([json.dumps({"message": f"line {i}"}).encode() for i in range(10)])
+    queue.put_many([json.dumps({"message": f"line {i}", "ts": time.time()}).encode() for i in range(10)])
     path = tmp_path / "activity.log"
 
     def crash(messages):
@@ -72,7 +73,7 @@ def test_a_crash_between_write_and_ack_neither_duplicates_nor_skips(tmp_path, se
 
     # The restarted drainer gets the ten again (never acknowledged), skips them,
     # and writes what came since.
-    queue.put_many([json.dumps({"message": f"line {i}"}).encode() for i in range(10, 15)])
+    queue.put_many([json.dumps({"message": f"line {i}", "ts": time.time()}).encode() for i in range(10, 15)])
     drain(path, idle_exit=3.0)
     assert [line["message"] for line in _lines(path)] == [f"line {i}" for i in range(15)]
     assert Queue(QUEUE_NAME).stats()["redelivered"] == 10
@@ -82,3 +83,69 @@ def test_only_one_drainer_at_a_time(tmp_path):
     get_client().add("sitelog:drainer", b"other", expire=60)
     with pytest.raises(DrainerBusy):
         drain(tmp_path / f"{uuid.uuid4().hex}.log")
+
+
+MALFORMED = [
+    b"[]",
+    b'{"message": "no time"}',
+    b'{"ts": 1e20, "message": "too late"}',
+    b'{"ts": "yesterday", "message": "not a number"}',
+    b'{"ts": 1700000000, "message": ["not", "text"]}',
+    b"not json at all",
+    b"[" * 5000 + b"]" * 5000,
+]
+
+
+def test_malformed_entries_go_to_the_dead_letters_and_the_rest_is_written(tmp_path, settings):
+    settings.QUEUES = {**settings.QUEUES, "RECOVER_INTERVAL": 0.0}
+    queue = Queue(QUEUE_NAME)
+    good = [json.dumps({"ts": time.time(), "message": f"good {i}"}).encode() for i in range(3)]
+    queue.put_many([good[0], *MALFORMED[:4], good[1], *MALFORMED[4:], good[2]])
+    path = tmp_path / "activity.log"
+    assert drain(path) == 3
+    assert [line["message"] for line in _lines(path)] == ["good 0", "good 1", "good 2"]
+    assert drain(path) == 0  # nothing is delivered again: the bad ones are not in the way
+    dead = [DeadLetter.from_json(m.body) for m in queue.dead_letters().peek(20)]
+    assert sorted(letter.body for letter in dead) == sorted(MALFORMED)
+    assert all("not a site-log entry" in letter.reason for letter in dead)
+    assert queue.stats()["dead_letters"] == len(MALFORMED)
+
+
+def test_the_newest_activity_ignores_what_someone_else_put_in_memcached(tmp_path):
+    from activity import recent
+    from core.seal import seal
+
+    client = get_client()
+    for planted in (
+        b"[]",
+        seal(recent.KEY, b'[{"ts": 1e20}, "x", {"ts": 1700000000, "message": 5}]'),
+        b"\x80",
+    ):
+        client.set(recent.KEY, planted)
+        assert recent.newest(10) == []
+    queue = Queue(QUEUE_NAME)
+    queue.put(json.dumps({"ts": time.time(), "message": "real"}).encode())
+    drain(tmp_path / "activity.log")
+    assert [e["message"] for e in recent.newest(10)] == ["real"]
+
+
+def test_read_tokens_never_reach_the_log_the_file_or_the_dashboard(tmp_path, settings):
+    from progress import services
+
+    settings.ACTIVITY_LOG_FILE = str(tmp_path / "activity.log")
+    alice = get_user_model().objects.create_user("alice", password="x")
+    job = services.create_job(owner=alice, kind="top-customers", title="t", params={})
+    assert Client().get(f"/progress/{job.id}/{job.read_token}/").status_code == 200
+    staff = Client()
+    staff.force_login(get_user_model().objects.create_user("root", password="x", is_staff=True))
+    _handler().flush()
+    path = tmp_path / "activity.log"
+    wait_for(
+        lambda: drain(path) or any(job.id in line.get("path", "") for line in _lines(path)),
+        timeout=10,
+        what="the poll's line",
+    )
+    text = path.read_text()
+    assert f"/progress/{job.id}/<token>/" in text and job.read_token not in text
+    page = staff.get("/admin/dashboard/live/").content.decode()
+    assert job.id in page and job.read_token not in page

@@ -15,6 +15,7 @@ from tests import processes
 from tests.processes import wait_for
 
 pytestmark = pytest.mark.farm
+SECRET = "broker-test-" + uuid.uuid4().hex
 
 
 class Broker:
@@ -26,9 +27,10 @@ class Broker:
             "MEMCACHED_SERVERS": address,
             "CELERY_BROKER_URL": f"memcached://{address}",
             "CELERY_BROKER_VISIBILITY_TIMEOUT": "3",
-            "CELERY_QUEUE": "brokertest",
-            "PROGRESS_NAMESPACE": "brokertest",
+            "CELERY_TASK_DEFAULT_QUEUE": "brokertest",
+            "MEMCACHED_NAMESPACE": "brokertest",
             "DATABASE_URL": f"sqlite:///{base / 'db.sqlite3'}",
+            "DJANGO_SECRET_KEY": SECRET,
         }
 
     def worker(self, name: str) -> processes.Process:
@@ -110,3 +112,33 @@ def test_a_killed_workers_acks_late_task_is_redelivered(broker):
         assert broker.notes(key) == ["first", "redelivered", "done"]
     finally:
         second.stop()
+
+
+def test_a_message_that_is_no_task_goes_to_the_dead_letters_and_the_worker_goes_on(broker, settings):
+    from core.client import build_client
+    from queues.core import DeadLetter, Queue
+
+    settings.SECRET_KEY = SECRET  # the farm's key: what this test puts is the farm's own
+    queue = Queue("brokertest", ring=build_client([broker.address], "brokertest:broker"))
+    # Signed by the farm but not a kombu message, and one planted without a MAC.
+    queue.put_many([b"[]", b'{"properties": "no"}', b"{" * 5000])
+    gen = queue._generation()
+    with broker._raw() as raw:
+        index = raw.incr(f"brokertest:broker:q:brokertest:{gen}:tail", 1)
+        raw.set(
+            f"brokertest:broker:q:brokertest:{gen}:m:{index}",
+            b"M0 1.000 " + b"0" * 32 + b'\n{"body": "evil"}',
+        )
+    worker = broker.worker("after-poison")
+    try:
+        key = uuid.uuid4().hex
+        broker.send("brokertest.stamp", key)
+        wait_for(lambda: broker.notes(key), timeout=30, what="the real task behind the bad ones")
+        assert worker.alive()
+        dead = [DeadLetter.from_json(m.body) for m in queue.dead_letters().peek(10)]
+        assert len(dead) == 4
+        reasons = sorted(d.reason.split(":")[0] for d in dead)
+        no_properties = "not a kombu message (no properties)"
+        assert reasons == sorted(["bad MAC", "not JSON", no_properties, no_properties])
+    finally:
+        worker.stop()

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
 
+from polls.services import FLUSH_LOCK_TTL
 from tests import processes
-from tests.web import DEMO_PASSWORD, create_poll, vote_anonymously
+from tests.web import DEMO_PASSWORD, create_poll, flush_votes, vote_anonymously
 
 pytestmark = [pytest.mark.farm, pytest.mark.browser]
 
@@ -251,7 +252,11 @@ def test_the_start_form_shows_a_refusal_and_when_to_try_again(page: Page, farm):
 
 def test_poll_results_bars_move_while_others_vote(page: Page, farm):
     poll, (_, no) = create_poll(farm.env, f"Bars on {farm.broker}?", ["Yes", "No"])
-    processes.manage(farm.env, "flush_votes")  # the flusher makes the running totals (beat does it in 2 s)
+    # The flusher makes the running totals. Ours waits while another holds the
+    # lock: beat's, or one a killed worker held (an earlier test), lapsing within its lifetime.
+    processes.wait_for(
+        lambda: flush_votes(farm.env), timeout=FLUSH_LOCK_TTL + 15, interval=0.5, what="a flush by hand"
+    )
     page.goto(f"/polls/{poll}/")
     results = page.locator(".poll-results")
     expect(results.locator("[data-field=votes]")).to_have_text("0 votes")

@@ -7,7 +7,7 @@ from django.core.exceptions import ImproperlyConfigured
 from pymemcache.client.base import Client
 from pymemcache.exceptions import MemcacheError
 
-from progress.client import build_client, get_client, parse_servers, server_client
+from core.client import build_client, get_client, parse_servers, server_client
 from tests import processes
 
 
@@ -79,7 +79,7 @@ def test_the_first_call_after_a_memcached_restart_succeeds(tmp_path, settings):
     """Connections memcached closed when it restarted fail once; the clients
     try once more on a fresh connection instead of failing their caller."""
     process, address = processes.memcached(tmp_path)
-    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [address]}
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [address]}
     ring, plain = get_client(), server_client("slot:x")
     try:
         assert ring.set("a", b"1") and plain.set("b", b"2")

@@ -14,12 +14,12 @@ from pymemcache.exceptions import MemcacheServerError
 from activity import recent
 from activity.drain import drain
 from activity.handler import QUEUE_NAME
+from core import counters
+from core.client import get_client
 from dashboard import series, servers
 from dashboard.workers import Heartbeat, live_workers
-from progress.client import get_client
 from queues.core import Queue
 from queues.registry import known_queues
-from stats import counters
 from stats.harvest import harvest
 from stats.models import CounterMinute
 from tests.processes import free_port, memcached
@@ -186,7 +186,7 @@ def test_newest_activity_comes_from_memcached_or_else_the_file(tmp_path):
 
 
 def test_dashboard_still_answers_with_memcached_down(staff, settings):
-    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [f"127.0.0.1:{free_port()}"]}
     page = staff.get("/admin/dashboard/")
     assert page.status_code == 200
     assert b"down:" in page.content and b"memcached did not answer" in page.content
@@ -201,3 +201,22 @@ def test_workers_whose_records_expired_are_unlisted_and_a_live_one_relists_itsel
     get_client().delete("workers:registry")  # memcached restarted
     heartbeat.beat()
     assert [w["hostname"] for w in live_workers()] == ["w2@host"]
+
+
+def test_the_queue_table_shows_dead_letters_with_how_to_look_at_them(staff):
+    queue = Queue("dashboard-dead")
+    queue.put_many([b"ok", b"bad"])
+    ok, bad = queue.claim_many(2)
+    queue.ack(ok.receipt)
+    queue.bury(bad, "cannot be processed")
+    page = staff.get("/admin/dashboard/live/").content.decode()
+    row = page[page.index('data-queue="dashboard-dead"') :].split("</tr>")[0]
+    assert '<td class="dead warning">1' in row and "manage.py dead_letters dashboard-dead" in row
+
+
+def test_a_planted_heartbeat_or_worker_list_line_is_ignored(staff):
+    client = get_client()
+    client.set("workers:registry", b"0123456789abcdef\n../x\n")
+    client.set("workers:0123456789abcdef", b'{"state": "up", "seen": "now"}')
+    assert live_workers() == []
+    assert staff.get("/admin/dashboard/live/").status_code == 200

@@ -4,15 +4,14 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from limits import slots
-from limits.slots import Lease, LimitReached, SlotsUnavailable, acquire
+from core import counters, slots
+from core.client import get_client
+from core.slots import Lease, LimitReached, SlotsUnavailable, acquire
 from progress import services as progress_services
 from progress import store
-from progress.client import get_client
 from progress.models import Job
 from reports import results, services
 from reports.registry import get_report
-from stats import counters
 from tests.processes import free_port, wait_for
 from tests.together import run_together
 
@@ -79,7 +78,7 @@ def test_transfer_hands_slots_over_without_a_gap():
 
 
 def test_memcached_down_is_a_clear_error_not_an_unlimited_run(settings):
-    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [f"127.0.0.1:{free_port()}"]}
     with pytest.raises(SlotsUnavailable):
         acquire([("x", 1)], "me", ttl=60)
     Lease(holder="me", ttl=5, keys=["slot:x:0"]).renew()  # never raises
@@ -163,7 +162,7 @@ def test_refused_starts_answer_503_json_or_the_form_again_and_are_counted_and_lo
 
 
 def test_with_memcached_down_a_start_is_refused_clearly(alice, settings):
-    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [f"127.0.0.1:{free_port()}"]}
     client = Client()
     client.force_login(alice)
     response = client.post("/reports/return-rates/", RETURN_RATES, HTTP_ACCEPT="application/json")
@@ -174,14 +173,21 @@ def test_with_memcached_down_a_start_is_refused_clearly(alice, settings):
 # -- any view -------------------------------------------------------------------------------
 
 
-def test_downloads_are_limited_per_user_while_they_stream(alice, settings):
-    settings.LIMITS = {**settings.LIMITS, "DOWNLOADS_PER_USER": 1}
-    job = services.start_report(user=alice, report=get_report("return-rates"), params=RETURN_RATES)
+def _finished_job_with_file(user, name: str, size: int) -> tuple:
+    """A succeeded job of `user` with a result file of `size` bytes, and a
+    client logged in as them."""
+    job = services.start_report(user=user, report=get_report("return-rates"), params=RETURN_RATES)
     with progress_services.track_job(job.id):
         pass
-    results.save_bytes(job, "big.csv", "text/csv", b"x" * 3_000_000)
+    results.save_bytes(job, name, "text/csv", b"x" * size)
     client = Client()
-    client.force_login(alice)
+    client.force_login(user)
+    return job, client
+
+
+def test_downloads_are_limited_per_user_while_they_stream(alice, settings):
+    settings.LIMITS = {**settings.LIMITS, "DOWNLOADS_PER_USER": 1}
+    job, client = _finished_job_with_file(alice, "big.csv", 3_000_000)
     first = client.get(f"/jobs/{job.id}/files/big.csv")
     assert first.status_code == 200
     chunks = iter(first.streaming_content)
@@ -195,3 +201,13 @@ def test_downloads_are_limited_per_user_while_they_stream(alice, settings):
     assert b"data-retry-after" in page.content
     first.close()  # the last byte sent (or the client gone): the slot is free
     assert client.get(f"/jobs/{job.id}/files/big.csv").status_code == 200
+
+
+def test_a_download_closed_before_its_first_chunk_frees_its_slot(alice, settings):
+    """The client went away at once: closing the response gives the slot back."""
+    settings.LIMITS = {**settings.LIMITS, "DOWNLOADS_PER_USER": 1}
+    job, client = _finished_job_with_file(alice, "gone.csv", 100_000)
+    first = client.get(f"/jobs/{job.id}/files/gone.csv")
+    assert client.get(f"/jobs/{job.id}/files/gone.csv").status_code == 503  # held while open
+    first.close()  # not one chunk read
+    assert client.get(f"/jobs/{job.id}/files/gone.csv").status_code == 200

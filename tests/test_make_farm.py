@@ -48,7 +48,7 @@ def test_make_farm_runs_a_job_through_nginx_and_ctrl_c_stops_it_all(tmp_path):
             "DATABASE_URL": database_url,
             "DEMO_ORDERS": "3000",
             "DEMO_PASSWORD": DEMO_PASSWORD,
-            "PROGRESS_NAMESPACE": "makefarm",
+            "MEMCACHED_NAMESPACE": "makefarm",
             "DJANGO_SECRET_KEY": "make-farm-test-key-" + "x" * 40,
         }
         argv = [str(processes.BIN / "python"), "-m", "webfarm.farm", "--port", str(port)]

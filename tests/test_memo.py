@@ -3,8 +3,9 @@
 import json
 import time
 
-from progress.client import get_client
-from progress.memo import get_or_set
+from core.client import get_client
+from core.memo import get_or_set
+from core.seal import seal
 from tests.processes import free_port
 from tests.together import run_together
 
@@ -27,7 +28,8 @@ def test_a_stale_value_is_served_while_one_caller_refreshes():
     calls = []
     assert get_or_set("k", lambda: calls.append(1) or "first", ttl=60) == "first"
     client = get_client()
-    client.set("memo:k", json.dumps({"v": "first", "fresh_until": time.time() - 1}).encode())  # gone stale
+    stale = json.dumps({"v": "first", "fresh_until": time.time() - 1}).encode()
+    client.set("memo:k", seal("memo:k", stale))  # gone stale
     client.add("memo:k:lock", b"1", expire=60)  # someone else is refreshing
     assert get_or_set("k", lambda: calls.append(1) or "second", ttl=1, stale_for=60) == "first"
     client.delete("memo:k:lock")
@@ -36,5 +38,5 @@ def test_a_stale_value_is_served_while_one_caller_refreshes():
 
 
 def test_without_memcached_it_just_computes(settings):
-    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [f"127.0.0.1:{free_port()}"]}
     assert get_or_set("k", lambda: 7, ttl=60) == 7

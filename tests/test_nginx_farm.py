@@ -19,7 +19,7 @@ import pytest
 import requests
 from pymemcache.client.base import Client
 
-from progress.client import build_client
+from core.client import build_client
 from progress.store import public_key
 from tests import processes
 from tests.web import DEMO_PASSWORD, WebClient
@@ -59,18 +59,18 @@ def nginx_farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NginxFarm]:
             **os.environ,
             "DATABASE_URL": database_url,
             "MEMCACHED_SERVERS": ",".join(addresses),
-            "QUEUE_MIRRORS": ",".join(addresses),
+            "QUEUES_MIRRORS": ",".join(addresses),
             "CELERY_BROKER_URL": broker_url,
-            "CELERY_QUEUE": "nginxfarm",
-            "PROGRESS_NAMESPACE": "nginxfarm",
+            "CELERY_TASK_DEFAULT_QUEUE": "nginxfarm",
+            "MEMCACHED_NAMESPACE": "nginxfarm",
             "DJANGO_SECRET_KEY": "nginx-farm-" + uuid.uuid4().hex,
             "DEMO_PASSWORD": DEMO_PASSWORD,
             "DEMO_ORDERS": "30000",
             "REPORTS_CHUNK_ROWS": "100",
             "PROGRESS_HEARTBEAT_INTERVAL": "2",
             "TRUSTED_PROXIES": "127.0.0.1",
-            "LIMIT_REPORTS_PER_USER": "10",
-            "LIMIT_REPORTS_PER_KIND": "50",
+            "LIMITS_REPORTS_PER_USER": "10",
+            "LIMITS_REPORTS_PER_KIND": "50",
         }
         processes.manage(env, "migrate", "--no-input", "-v", "0")
         processes.manage(env, "collectstatic", "--no-input", "-v", "0")
@@ -242,7 +242,7 @@ def test_a_memcached_server_killed_mid_run(nginx_farm):
 
 def test_nginx_asks_the_server_that_holds_the_document_first(tmp_path):
     """The web nodes and nginx agree on where each progress document lives
-    (progress.client.FarmHash and nginx's `hash $memcached_key`), so a
+    (core.client.FarmHash and nginx's `hash $memcached_key`), so a
     fast-path poll is one round trip: no server ever answers a miss."""
     with processes.stopped_after() as started:
         servers = [processes.memcached(tmp_path) for _ in range(3)]

@@ -20,7 +20,7 @@ from pymemcache.client.base import Client
 
 from polls.services import FLUSH_LOCK
 from tests import processes
-from tests.web import create_poll, vote_anonymously
+from tests.web import create_poll, flush_votes, vote_anonymously
 
 pytestmark = pytest.mark.farm
 
@@ -52,10 +52,10 @@ def spike_farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SpikeFarm]:
             **os.environ,
             "DATABASE_URL": database_url,
             "MEMCACHED_SERVERS": main_address,
-            "QUEUE_MIRRORS": f"{main_address},{mirror_address}",
+            "QUEUES_MIRRORS": f"{main_address},{mirror_address}",
             "CELERY_BROKER_URL": broker_url,
-            "CELERY_QUEUE": "spike",
-            "PROGRESS_NAMESPACE": "spike",
+            "CELERY_TASK_DEFAULT_QUEUE": "spike",
+            "MEMCACHED_NAMESPACE": "spike",
             "DJANGO_SECRET_KEY": "spike-" + uuid.uuid4().hex,
             "POLLS_FLUSH_EVERY": "0.5",
             # Every voter here comes from 127.0.0.1.
@@ -128,19 +128,9 @@ def _settles_exactly(farm: SpikeFarm, poll: int, expected: dict[int, int]) -> No
         what=f"database totals {expected} (now {_db_totals(farm, poll)})",
     )
     processes.wait_for(
-        lambda: _flushed_by_hand(farm), timeout=30, interval=0.5, what="a flush by hand (the lock is free)"
+        lambda: flush_votes(farm.env), timeout=30, interval=0.5, what="a flush by hand (the lock is free)"
     )
     assert _db_totals(farm, poll) == expected
-
-
-def _flushed_by_hand(farm: SpikeFarm) -> bool:
-    try:
-        processes.manage(farm.env, "flush_votes")
-    except RuntimeError as exc:
-        if "another flusher is running" in str(exc):
-            return False
-        raise
-    return True
 
 
 def _live_results(farm: SpikeFarm, poll: int, expected: dict[int, int]) -> None:

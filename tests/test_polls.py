@@ -8,9 +8,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
+from core.client import get_client
 from polls import services
 from polls.models import Poll, Vote
-from progress.client import get_client
 from queues.core import Queue
 from tests.processes import free_port
 
@@ -81,13 +81,13 @@ def test_a_flush_interrupted_between_writing_and_acknowledging_stores_nothing_tw
 
 def test_with_memcached_away_votes_go_straight_to_the_database(poll, settings, memcached_server):
     alice = _user_client("alice")
-    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [f"127.0.0.1:{free_port()}"]}
     response = alice.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 2)}, **JSON)
     assert response.status_code == 200 and response.json()["via"] == "direct"
     assert alice.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 0)}, **JSON).status_code == 409
     results = alice.get(f"/polls/{poll.id}/results.json").json()
     assert not results["live"] and results["votes"] == 1  # from the database meanwhile
-    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [memcached_server]}
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [memcached_server]}
     done = services.flush_all()
     assert done["rebuilt"] == 1  # the running totals come from the database
     assert alice.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 0)}, **JSON).status_code == 409
@@ -145,6 +145,10 @@ def test_anonymous_voters_are_known_by_a_signed_cookie_and_limited_per_address(p
     visitor = Client()
     first = visitor.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 0)}, **JSON)
     assert first.status_code == 200 and "poll_voter" in first.cookies
+    # The browser's own record of its vote answers at once, without memcached (no attempt counted)...
+    assert visitor.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 0)}, **JSON).status_code == 409
+    # ...and without it, the voter's marker in memcached does (an attempt).
+    del visitor.cookies["poll_voted"]
     assert visitor.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 0)}, **JSON).status_code == 409
     forged = Client()
     forged.cookies["poll_voter"] = "someone-else"  # unsigned: ignored, a new voter id
@@ -223,3 +227,74 @@ def test_behind_a_trusted_balancer_the_address_is_the_one_it_forwarded(poll, set
 def _flushed(poll: Poll) -> list[Vote]:
     services.flush_all()
     return list(poll.votes.all())
+
+
+def test_malformed_votes_go_to_the_dead_letters_and_the_rest_are_stored(poll):
+    import json
+
+    from queues.core import DeadLetter
+
+    services.flush_all()  # the running totals exist
+    alice = _user_client("alice")
+    assert alice.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 0)}, **JSON).status_code == 200
+    other = Poll.objects.create(question="Other")
+    foreign = other.choices.create(text="x").id
+    base = {
+        "id": "A" * 22,
+        "poll": poll.id,
+        "choice": _choice(poll, 1),
+        "user": None,
+        "voter": "a:" + "b" * 22,
+        "address": None,
+        "at": time.time(),
+        "counted_in": None,
+    }
+    malformed = [
+        b"[]",
+        json.dumps({**base, "poll": str(poll.id)}).encode(),  # a poll id that is a string
+        json.dumps({k: v for k, v in base.items() if k != "voter"}).encode(),  # missing fields
+        json.dumps({**base, "at": 1e20}).encode(),
+        json.dumps({**base, "choice": foreign}).encode(),  # a choice of another poll
+        json.dumps({**base, "address": "not an address"}).encode(),
+        b"{" * 5000,
+    ]
+    queue = Queue("poll-votes")
+    queue.put_many(malformed)
+    assert Client().post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 2)}, **JSON).status_code == 200
+    assert services.flush_all()["stored"] == 2  # alice's and the anonymous vote, behind the bad ones
+    assert services.flush_all()["stored"] == 0
+    assert _db_totals(poll) == [1, 0, 1]
+    dead = [DeadLetter.from_json(m.body) for m in queue.dead_letters().peek(20)]
+    assert sorted(letter.body for letter in dead) == sorted(malformed)
+    results = Client().get(f"/polls/{poll.id}/results.json").json()
+    assert results["live"] and [c["votes"] for c in results["choices"]] == [1, 0, 1]
+
+
+def test_a_second_vote_after_the_marker_lapsed_is_dropped_and_uncounted(poll, settings):
+    services.flush_all()
+    first = Client()
+    assert first.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 0)}, **JSON).status_code == 200
+    services.flush_all()
+    # Its marker lapses (MARKER_TTL); the same voter, without the browser's record, votes again.
+    get_client().delete(services._marker(poll.id, services.Vote.objects.get().voter))
+    del first.cookies["poll_voted"]
+    assert first.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 1)}, **JSON).status_code == 200
+    live = Client().get(f"/polls/{poll.id}/results.json").json()
+    assert [c["votes"] for c in live["choices"]] == [1, 1, 0]  # counted as cast...
+    assert services.flush_all()["stored"] == 0  # ...but the database keeps one vote per voter
+    assert _db_totals(poll) == [1, 0, 0]
+    live = Client().get(f"/polls/{poll.id}/results.json").json()
+    assert [c["votes"] for c in live["choices"]] == [1, 0, 0]  # and the running total follows
+
+
+def test_vote_markers_and_rate_keys_expire(poll, memcached_server, progress_on_real_memcached, settings):
+    from tests import keyspace
+
+    services.flush_all()
+    Client().post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 0)}, **JSON)
+    items = keyspace.items(memcached_server, f"{progress_on_real_memcached}:poll:")
+    markers = [i for i in items if ":voted:" in i.key]
+    rates = [i for i in items if ":rate:" in i.key]
+    assert len(markers) == 1 and 0 < markers[0].ttl() <= settings.POLLS["MARKER_TTL"] <= 24 * 3600
+    assert len(rates) == 1 and 0 < rates[0].ttl() <= 3600
+    assert all(i.expires > 0 for i in items)  # totals and their epoch too: nothing is kept for good

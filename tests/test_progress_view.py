@@ -7,8 +7,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from core.client import get_client
 from progress import services, store
-from progress.client import get_client
 from tests.processes import free_port
 
 pytestmark = pytest.mark.django_db
@@ -73,7 +73,7 @@ def test_progress_is_read_with_one_memcached_get(alice_client, job, monkeypatch)
     for name in ("get", "get_many", "gets", "set", "add", "cas", "incr"):
         monkeypatch.setattr(client, name, counted(name, getattr(client, name)))
     alice_client.get(f"/progress/{job.id}/")  # warms the session cache
-    monkeypatch.setattr("stats.counters.FLUSH_EVERY", 3600)  # poll counts stay in the process
+    monkeypatch.setattr("core.counters.FLUSH_EVERY", 3600)  # poll counts stay in the process
     calls.clear()
     assert alice_client.get(f"/progress/{job.id}/").status_code == 200
     assert calls == ["get"]
@@ -101,7 +101,7 @@ def test_unknown_and_foreign_jobs_are_404_and_anonymous_401(job):
 
 
 def test_memcached_down_is_503_with_retry_after(alice_client, job, settings):
-    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [f"127.0.0.1:{free_port()}"]}
     response = alice_client.get(f"/progress/{job.id}/")
     assert response.status_code == 503
     assert int(response["Retry-After"]) > 0

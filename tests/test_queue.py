@@ -7,9 +7,10 @@ import time
 
 import pytest
 
-from progress.client import server_client
+from core.client import server_client
 from queues.core import Queue, producer
 from queues.exceptions import InvalidQueueName, MessageTooLarge
+from tests import keyspace
 from tests.hostile import HOSTILE
 from tests.processes import wait_for
 
@@ -46,8 +47,8 @@ def test_queues_are_separate_and_names_are_checked():
     Queue("a").put(b"for a")
     assert Queue("b").claim() is None
     assert Queue("a").claim().body == b"for a"
-    for bad in [*HOSTILE, "a" * 65, "-leading", "a:b", "a/b"]:
-        if bad and bad[0].isalnum() and len(bad) <= 64 and all(c.isalnum() or c in "_.-" for c in bad):
+    for bad in [*HOSTILE, "a" * 81, "-leading", "a:b", "a/b"]:
+        if bad and bad[0].isalnum() and len(bad) <= 80 and all(c.isalnum() or c in "_.-" for c in bad):
             continue  # a few hostile strings are fine names ("null", "NaN")
         with pytest.raises(InvalidQueueName):
             Queue(bad)
@@ -95,11 +96,11 @@ class _StallingClient:
     def __getattr__(self, name):
         return getattr(self._client, name)
 
-    def _misc_cmd(self, commands, name, *args):
+    def pipeline(self, commands, name):
         if name == b"add" and not self.stalled.is_set() and any(b":m:" in c for c in commands):
             self.stalled.set()
             self._release.wait(10)
-        return self._client._misc_cmd(commands, name, *args)
+        return self._client.pipeline(commands, name)
 
 
 def test_an_index_taken_but_not_written_becomes_a_hole_and_nothing_is_lost(fast):
@@ -124,6 +125,39 @@ def test_an_index_taken_but_not_written_becomes_a_hole_and_nothing_is_lost(fast)
     late = wait_for(consumer.claim, timeout=5, what="the late message")
     assert late.body == b"slow" and late.index == 3
     assert consumer.stats()["holes"] == 1
+
+
+def test_indexes_a_busy_consumer_took_past_the_tail_are_never_skipped(settings):
+    """A busy consumer takes a batch without looking and runs past the tail.
+    Those indexes have no producer yet: they must not become holes the floor
+    passes, or the message a producer later writes there (after a hole's
+    lifetime) would sit below the floor, never delivered and never freed."""
+    settings.QUEUES = {
+        **settings.QUEUES,
+        "HOLE_WAIT": 0.2,
+        "RECOVER_INTERVAL": 0.0,
+        "HOLE_TTL": 1,
+    }
+    consumer = Queue("overshoot")
+    consumer.put_many([b"a", b"b", b"c"])
+    first = consumer.claim_many(2)  # 3 waiting, 2 asked: the next take is blind
+    rest = consumer.claim_many(2)  # takes indexes 3 and 4; 4 is past the tail
+    consumer.ack_many([m.receipt for m in first + rest])
+    assert [m.body for m in first + rest] == [b"a", b"b", b"c"]
+    time.sleep(0.3)  # past HOLE_WAIT: a hole would be marked now
+    assert consumer.claim_many(5) == [] and consumer.claim_many(5) == []
+    assert consumer.stats()["holes"] == 0 and consumer.stats()["floor"] <= 4
+    time.sleep(1.2)  # past HOLE_TTL: a hole marked at 4 would be gone by now
+    assert Queue("overshoot").put(b"later") == 4
+    # A consumer of its own (a periodic drainer lives for one call) gets it.
+    late = wait_for(lambda: Queue("overshoot").claim_many(5), timeout=10, what="the later message")
+    assert [m.body for m in late] == [b"later"]
+    Queue("overshoot").ack_many([m.receipt for m in late])
+    wait_for(
+        lambda: Queue("overshoot").claim_many(5) == [] and Queue("overshoot").stats()["floor"] == 5,
+        timeout=10,
+        what="the floor past it",
+    )
 
 
 def test_lost_counters_start_a_new_generation_without_touching_old_entries():
@@ -198,6 +232,9 @@ def test_release_gives_prefetched_messages_back_at_once(settings):
 
 def test_a_fast_producer_reserves_index_blocks_and_leftovers_are_only_holes(fast):
     producer, consumer = Queue("burst"), Queue("burst")
+    # memcached counts a 1 s lifetime from its own clock tick: a claim may lapse
+    # at once, and the wait below would see the messages again.
+    consumer.visibility_timeout = 30
     for i in range(40):
         producer._last_put = time.monotonic()  # as if the previous put were a moment ago
         producer.put(f"{i}".encode())
@@ -262,7 +299,17 @@ def test_what_a_vanished_consumer_took_is_recovered_by_new_short_lived_ones(fast
     # Every attempt is a brand-new consumer (like a periodic drain task).
     got = wait_for(lambda: Queue("short").claim_many(5), timeout=10, interval=0.1, what="the late message")
     assert [m.body for m in got] == [b"late"]
-    wait_for(lambda: Queue("short").stats()["holes"] == 4, timeout=10, interval=0.1, what="2-5 marked holes")
+    Queue("short").ack_many([m.receipt for m in got])
+    # 2-5 have no producer yet: not holes; the floor waits at 2 for the next one.
+    wait_for(
+        lambda: Queue("short").claim_many(5) == [] and Queue("short").stats()["floor"] == 2,
+        timeout=10,
+        interval=0.1,
+        what="the floor at 2",
+    )
+    assert Queue("short").put(b"next") == 2
+    got = wait_for(lambda: Queue("short").claim_many(5), timeout=10, interval=0.1, what="the next message")
+    assert [m.body for m in got] == [b"next"] and Queue("short").stats()["holes"] == 0
 
 
 def test_a_thread_keeps_its_producer_until_the_settings_change(settings):
@@ -277,3 +324,59 @@ def test_a_thread_keeps_its_producer_until_the_settings_change(settings):
     settings.QUEUES = {**settings.QUEUES, "HOLE_WAIT": 0.5}
     assert producer("kept") is not first and producer("kept").hole_wait == 0.5
     assert Queue("kept").claim().body == b"one"
+
+
+def test_a_drained_queue_keeps_only_its_counters(fast, memcached_server, progress_on_real_memcached):
+    queue = Queue("drained")
+    queue.visibility_timeout = 30  # claims outlive the test's reads by far
+    queue.put_many([b"x" * 100] * 500)
+    prefix = f"{progress_on_real_memcached}:q:drained:"
+    claimed = queue.claim_many(100)
+    claims = [item for item in keyspace.items(memcached_server, prefix) if ":c:" in item.key]
+    limit = queue.visibility_timeout + keyspace.CLOCK_SLACK
+    assert len(claims) == 100 and all(0 < item.ttl() <= limit for item in claims)
+    queue.ack_many([m.receipt for m in claimed])
+    markers = [item for item in keyspace.items(memcached_server, prefix) if ":m:" in item.key]
+    acked = [item for item in markers if item.expires > 0]
+    # Acked: a marker that expires (FINISHED_TTL) in place of a message that does not; claims gone.
+    assert len(acked) == 100 and all(item.ttl() <= queue.finished_ttl for item in acked)
+    assert not [item for item in keyspace.items(memcached_server, prefix) if ":c:" in item.key]
+    while messages := queue.claim_many(100):
+        queue.ack_many([m.receipt for m in messages])
+    # The next pass moves the floor past them all and deletes what it passed.
+    wait_for(lambda: queue.claim_many(1) == [] and queue.stats()["floor"] == 501, timeout=5, what="floor")
+    left = sorted(item.key.removeprefix(prefix) for item in keyspace.items(memcached_server, prefix))
+    assert not [key for key in left if ":m:" in key or ":c:" in key], left
+    assert all(
+        item.expires > 0 for item in keyspace.items(memcached_server, prefix) if item.key.endswith(":scan")
+    )
+
+
+def test_holes_expire_and_a_late_producer_still_loses_its_race(
+    fast, memcached_server, progress_on_real_memcached
+):
+    queue = Queue("holey")
+    for i in range(20):
+        queue._last_put = time.monotonic()  # putting fast: indexes reserved in blocks, leftovers become holes
+        queue.put(f"{i}".encode())
+    consumer = Queue("holey")
+    got: list[bytes] = []
+
+    def take() -> bool:
+        messages = consumer.claim_many(50)
+        consumer.ack_many([m.receipt for m in messages])
+        got.extend(m.body for m in messages)
+        return len(got) == 20 and consumer.stats()["holes"] > 0
+
+    wait_for(take, timeout=10, interval=0.05, what="holes")
+    assert got == [f"{i}".encode() for i in range(20)]
+    prefix, namespace = f"{progress_on_real_memcached}:q:holey:", f"{progress_on_real_memcached}:"
+    client = server_client("q:holey")
+    entries = [item for item in keyspace.items(memcached_server, prefix) if ":m:" in item.key]
+    holes = [item for item in entries if client.get(item.key.removeprefix(namespace)) == b"H"]
+    assert len(holes) == consumer.stats()["holes"] > 0
+    assert all(0 < item.ttl() <= queue.hole_ttl for item in holes)
+    # An index marked a hole stays one until it expires: a slow producer must not write there.
+    gen = consumer._generation()
+    hole_index = int(holes[0].key.rsplit(":", 1)[1])
+    assert not client.add(f"q:holey:{gen}:m:{hole_index}", b"late", noreply=False)

@@ -128,7 +128,7 @@ def test_405_for_other_methods(client):
 
 
 def test_503_with_retry_after_when_memcached_is_unreachable(client, settings):
-    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [f"127.0.0.1:{free_port()}"]}
     response = _post(client, "/queues/down/")
     assert response.status_code == 503 and int(response["Retry-After"]) > 0
     assert client.get("/queues/down/", **AUTH).status_code == 503
@@ -137,7 +137,7 @@ def test_503_with_retry_after_when_memcached_is_unreachable(client, settings):
 def test_507_when_memcached_is_full(client, settings, tmp_path):
     process, address = processes.memcached(tmp_path, memory_mb=2, extra=["-M"])
     try:
-        settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [address]}
+        settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [address]}
         statuses = []
         for _ in range(200):
             response = _post(client, "/queues/full/", b"x" * 60_000)
@@ -153,3 +153,105 @@ def test_507_when_memcached_is_full(client, settings, tmp_path):
         assert accepted == len(statuses) - 1
     finally:
         process.stop()
+
+
+def test_the_front_never_reaches_the_farms_own_queues(client, settings):
+    from activity.handler import QUEUE_NAME
+    from queues.core import Queue
+
+    for name in (QUEUE_NAME, "poll-votes", settings.CELERY_TASK_DEFAULT_QUEUE):
+        for response in (
+            _post(client, f"/queues/{name}/", b"forged log line"),
+            client.get(f"/queues/{name}/", **AUTH),
+            client.get(f"/queues/{name}/stats", **AUTH),
+        ):
+            assert response.status_code == 403, (name, response.status_code)
+            assert "farm's own queues" in response.json()["error"]
+    # Its queues have a namespace of their own: "etl" here is not the queue "etl" inside.
+    Queue("etl").put(b"internal")
+    assert _post(client, "/queues/etl/", b"external").status_code == 201
+    assert client.get("/queues/etl/", **AUTH).content == b"external"
+    assert Queue("etl").claim().body == b"internal"
+
+
+def test_a_forged_receipt_is_refused_and_the_message_stays_claimed(client, settings):
+    settings.QUEUES = {**settings.QUEUES, "VISIBILITY_TIMEOUT": 1, "RECOVER_INTERVAL": 0.0}
+    _post(client, "/queues/work/", b"job")
+    got = client.get("/queues/work/", **AUTH)
+    gen, index, version, _ = got["Queue-Receipt"].split(".")
+    forged = f"{gen}.{index}.{version}.{'f' * 48}"
+    for path in ("/queues/work/ack/", "/queues/work/reject/"):
+        response = _post(client, path, b"", HTTP_QUEUE_RECEIPT=forged)
+        assert response.status_code == 400 and "not issued" in response.json()["error"]
+    assert client.get("/queues/work/", **AUTH).status_code == 204  # still claimed by its holder
+    assert _post(client, "/queues/work/ack/", b"", HTTP_QUEUE_RECEIPT=got["Queue-Receipt"]).status_code == 204
+
+
+def test_409_for_an_ack_whose_claim_another_consumer_holds_now(client, settings):
+    settings.QUEUES = {**settings.QUEUES, "VISIBILITY_TIMEOUT": 1, "RECOVER_INTERVAL": 0.0, "HOLE_WAIT": 0.2}
+    _post(client, "/queues/slow/", b"job")
+    first = client.get("/queues/slow/", **AUTH)
+    again = processes.wait_for(
+        lambda: (lambda r: r if r.status_code == 200 else None)(client.get("/queues/slow/", **AUTH)),
+        timeout=10,
+        interval=0.1,
+        what="redelivery",
+    )
+    assert again["Queue-Redelivered"] == "true"
+    late = _post(client, "/queues/slow/ack/", b"", HTTP_QUEUE_RECEIPT=first["Queue-Receipt"])
+    assert late.status_code == 409 and "delivered again" in late.json()["error"]
+    assert (
+        _post(client, "/queues/slow/ack/", b"", HTTP_QUEUE_RECEIPT=again["Queue-Receipt"]).status_code == 204
+    )
+
+
+def test_hostile_json_receipts_are_400_never_500(client):
+    _post(client, "/queues/deep/", b"x")
+    for body in (b"[" * 5000 + b"]" * 5000, b'{"receipt":' * 5000, b'{"receipt": {"a": [1]}}', b"\xff\xfe"):
+        response = _post(client, "/queues/deep/ack/", body, content_type="application/json")
+        assert response.status_code == 400, (body[:20], response.status_code)
+
+
+def test_reading_a_queue_nobody_created_creates_nothing(client, memcached_server, progress_on_real_memcached):
+    from tests import keyspace
+
+    assert client.get("/queues/never-made/", **AUTH).status_code == 204
+    assert client.get("/queues/never-made/stats", **AUTH).status_code == 404
+    response = client.get("/queues/never-made/dead-letters", **AUTH)
+    assert response.status_code == 404 and "no queue" in response.json()["error"].lower()
+    assert not keyspace.items(memcached_server, f"{progress_on_real_memcached}:q:http.never-made")
+
+
+def test_the_front_keeps_a_bounded_number_of_queues_and_forgets_idle_empty_ones(client, settings):
+    from queues import front
+
+    settings.QUEUES = {**settings.QUEUES, "HTTP_MAX_QUEUES": 3, "HTTP_IDLE_AFTER": 1}
+    for name in ("q1", "q2", "q3"):
+        assert _post(client, f"/queues/{name}/", b"m").status_code == 201
+    front._known = (-front.KNOWN_FOR, set())  # as another node would see it
+    over = _post(client, "/queues/q4/", b"m")
+    assert over.status_code == 403 and "at most 3 queues" in over.json()["error"]
+    # q1 is emptied (taken and acked); q2 and q3 still hold a message each.
+    got = client.get("/queues/q1/", **AUTH)
+    assert _post(client, "/queues/q1/ack/", b"", HTTP_QUEUE_RECEIPT=got["Queue-Receipt"]).status_code == 204
+    front._touched.clear()
+    processes.wait_for(
+        lambda: front.forget_idle() == ["http.q1"], timeout=10, interval=0.3, what="q1 forgotten"
+    )
+    front._known = (-front.KNOWN_FOR, set())
+    assert client.get("/queues/q1/stats", **AUTH).status_code == 404
+    assert _post(client, "/queues/q4/", b"m").status_code == 201  # room again
+    # The queues that hold something were kept, with their messages.
+    assert client.get("/queues/q2/", **AUTH).content == b"m"
+
+
+def test_dead_letters_of_a_front_queue_are_visible_to_its_clients(client, settings):
+    settings.QUEUES = {**settings.QUEUES, "MAX_DELIVERIES": 2}
+    _post(client, "/queues/flaky/", b"cannot be processed")
+    for _ in range(2):
+        got = client.get("/queues/flaky/", **AUTH)
+        last = _post(client, "/queues/flaky/reject/", b"", HTTP_QUEUE_RECEIPT=got["Queue-Receipt"])
+    assert last.json() == {"queue": "flaky", "index": None, "dead_letter": True}
+    shown = client.get("/queues/flaky/dead-letters", **AUTH).json()
+    assert shown["dead_letters"] == 1 and shown["shown"][0]["body"] == "cannot be processed"
+    assert client.get("/queues/flaky/stats", **AUTH).json()["dead"] == 1

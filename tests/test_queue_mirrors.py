@@ -1,14 +1,18 @@
 """Two memcached servers as mirrors: kill either one mid-run, repair the one
 that comes back, and no accepted message is lost."""
 
+import os
 import signal
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from pymemcache.client.base import Client
 
 from queues.core import Queue
-from tests import processes
+from queues.mirror import MEMBER, STALE
+from tests import keyspace, processes
+from tests.processes import wait_for
 
 
 @pytest.fixture
@@ -80,3 +84,53 @@ def _drain_some(queue: Queue, n: int) -> list[bytes]:
         queue.ack_many([m.receipt for m in messages])
         got += [m.body for m in messages]
     return got
+
+
+def test_a_mirror_that_comes_back_without_a_restart_is_repaired_before_it_serves(pair, settings):
+    """Paused (SIGSTOP), as a hung or cut-off server: it keeps its old data and
+    its "in-sync" marker. It must not serve again, even once the server that
+    flagged it dies, until a repair has brought it up to date."""
+    settings.MEMCACHED = {**settings.MEMCACHED, "TIMEOUT": 0.5, "CONNECT_TIMEOUT": 0.5}
+    settings.QUEUES = {**settings.QUEUES, "FINISHED_TTL": 900, "HOLE_TTL": 300}
+    producer, consumer = Queue("paused"), Queue("paused")
+    accepted = [f"m{i}".encode() for i in range(40)]
+    producer.put_many(accepted[:20])
+    delivered = _drain_some(consumer, 10)  # acked on both
+
+    b, b_address = pair["b"]
+    os.kill(b.proc.pid, signal.SIGSTOP)
+    try:
+        producer.put_many(accepted[20:40])  # b times out: flagged down on a
+        delivered += _drain_some(consumer, 10)  # acked on a only
+    finally:
+        os.kill(b.proc.pid, signal.SIGCONT)
+    namespace = settings.MEMCACHED["NAMESPACE"]
+    raw_b = Client(tuple_address(b_address), key_prefix=f"{namespace}:".encode())
+    # Processes look again (each at most once a second): b answers, with old
+    # data, and is marked out on its own account.
+    wait_for(
+        lambda: Queue("paused").stats() and raw_b.get(MEMBER) == STALE, timeout=10, what="b marked stale"
+    )
+
+    out = StringIO()
+    call_command("repair_mirrors", stdout=out)
+    assert "now in sync" in out.getvalue()
+    # Markers copied to b expire as on a; messages do not.
+    for item in keyspace.items(b_address, f"{namespace}:q:paused:"):
+        if ":m:" in item.key:
+            value = raw_b.get(item.key.removeprefix(f"{namespace}:"))
+            if value[:1] in (b"A", b"H"):
+                assert 0 < item.ttl() <= 900, (item, value)
+            else:
+                assert item.expires == -1, item
+
+    pair["a"][0].stop(signal.SIGKILL)  # now only the repaired b is left
+    rest = _drain(Queue("paused"))
+    assert sorted(delivered + rest) == sorted(accepted)
+    assert not set(delivered) & set(rest)  # the acked ones did not come back from b's old copy
+    raw_b.close()
+
+
+def tuple_address(address: str) -> tuple[str, int]:
+    host, port = address.rsplit(":", 1)
+    return host, int(port)

@@ -8,7 +8,7 @@ import sys
 import uuid
 from collections import Counter
 
-from progress.client import server_client
+from core.client import server_client
 from queues.core import Queue
 from queues.exceptions import QueueFull
 from tests import processes
@@ -19,7 +19,7 @@ def _env(memcached: str, namespace: str, **extra: str) -> dict:
     return {
         **os.environ,
         "MEMCACHED_SERVERS": memcached,
-        "PROGRESS_NAMESPACE": namespace,
+        "MEMCACHED_NAMESPACE": namespace,
         "DJANGO_SETTINGS_MODULE": "webfarm.settings",
         **extra,
     }
@@ -32,7 +32,7 @@ def _worker(env: dict, *args: str, **kwargs) -> subprocess.Popen:
 def test_many_producers_and_consumers_deliver_every_message_exactly_once(
     memcached_server, progress_on_real_memcached, tmp_path
 ):
-    env = _env(memcached_server, progress_on_real_memcached, QUEUE_VISIBILITY_TIMEOUT="60")
+    env = _env(memcached_server, progress_on_real_memcached, QUEUES_VISIBILITY_TIMEOUT="60")
     producers, per_producer = 4, 6000
     consumers = [
         _worker(env, "consume", "--queue", "stress", "--out", str(tmp_path / f"c{n}.txt"), "--seed", str(n))
@@ -75,7 +75,7 @@ def test_messages_held_by_a_killed_consumer_are_redelivered(
     settings.QUEUES = {**settings.QUEUES, "RECOVER_INTERVAL": 0.0}
     queue = Queue("killed")
     queue.put_many([str(i).encode() for i in range(10)])
-    env = _env(memcached_server, progress_on_real_memcached, QUEUE_VISIBILITY_TIMEOUT="2")
+    env = _env(memcached_server, progress_on_real_memcached, QUEUES_VISIBILITY_TIMEOUT="2")
     holder = _worker(env, "hold", "--queue", "killed", "--count", "6", stdout=subprocess.PIPE, text=True)
     held = holder.stdout.readline().split()
     assert held == [str(i) for i in range(6)]
@@ -100,8 +100,8 @@ def test_messages_held_by_a_killed_consumer_are_redelivered(
 def test_a_full_memcached_refuses_clearly_and_keeps_what_it_accepted(tmp_path, settings):
     process, address = processes.memcached(tmp_path, memory_mb=2, extra=["-M"])
     try:
-        settings.PROGRESS = {
-            **settings.PROGRESS,
+        settings.MEMCACHED = {
+            **settings.MEMCACHED,
             "SERVERS": [address],
             "NAMESPACE": "full" + uuid.uuid4().hex[:6],
         }

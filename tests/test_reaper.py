@@ -6,9 +6,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.contrib.auth import get_user_model
 
-from limits import slots
+from core import slots
+from core.client import get_client
 from progress import store
-from progress.client import get_client
+from progress.exceptions import JobNotRunnable
 from progress.models import Job
 from progress.reaper import reap
 from progress.services import begin_job
@@ -91,7 +92,7 @@ def test_a_beating_job_is_left_alone(alice):
 
 def test_with_memcached_down_nobody_is_declared_lost(alice, settings):
     job = _running(alice)
-    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [f"127.0.0.1:{free_port()}"]}
     assert reap() == []
     assert Job.objects.get(pk=job.id).state == "running"
 
@@ -103,3 +104,65 @@ def test_a_missing_record_gets_one_silence_of_grace(alice):
     assert reap(now=now) == []  # memcached restarted? a live job writes it again
     assert reap(now=now + 4) == [job.id]
     assert Job.objects.get(pk=job.id).state == "lost"
+
+
+def _queued(user, *, age: float, sent: bool = True, sends: int = 1) -> Job:
+    """A queued job created `age` seconds ago, its task sent (or not)."""
+    job = services.start_report(user=user, report=get_report("sales-by-region"), params=PARAMS)
+    then = datetime.now(UTC) - timedelta(seconds=age)
+    Job.objects.filter(pk=job.id).update(
+        created_at=then, sent_at=then if sent else None, sends=sends if sent else 0
+    )
+    return Job.objects.get(pk=job.id)
+
+
+def test_a_queued_job_whose_task_never_left_is_sent_by_the_reaper(alice, settings):
+    settings.PROGRESS = {**settings.PROGRESS, "SEND_GRACE": 5.0}
+    fresh = _queued(alice, age=1, sent=False)  # its web process may still be sending it
+    stuck = _queued(alice, age=10, sent=False)  # the web process died before sending
+    assert services.reap_lost_jobs() == [stuck.id]
+    stuck.refresh_from_db()
+    assert stuck.sent_at is not None and stuck.sends == 1 and stuck.state == "queued"
+    assert Job.objects.get(pk=fresh.id).sends == 0
+    assert services.reap_lost_jobs() == []  # sent a moment ago: it waits its turn
+
+
+def test_a_queued_job_memcached_forgot_is_sent_again_at_once(alice, settings):
+    settings.PROGRESS = {**settings.PROGRESS, "SEND_GRACE": 5.0, "RESEND_AFTER": 600.0}
+    job = _queued(alice, age=10)
+    get_client().flush_all()  # memcached restarted: a memcached broker lost the task with the record
+    assert services.reap_lost_jobs() == [job.id]
+    job.refresh_from_db()
+    assert job.sends == 2 and store.read(job.id).state == "queued"  # its page shows it queued again
+    get_client().flush_all()  # and again: it was sent twice already, it is not sent a third time
+    assert services.reap_lost_jobs() == []
+
+
+def test_a_job_still_queued_long_after_its_task_was_sent_twice_is_lost(alice, settings):
+    settings.PROGRESS = {
+        **settings.PROGRESS,
+        "SEND_GRACE": 1.0,
+        "RESEND_AFTER": 5.0,
+        "QUEUED_LOST_AFTER": 20.0,
+    }
+    job = _queued(alice, age=10)
+    assert services.reap_lost_jobs() == [job.id]  # still queued 10 s after its send: sent again
+    Job.objects.filter(pk=job.id).update(sent_at=datetime.now(UTC) - timedelta(seconds=30))
+    assert services.reap_lost_jobs() == [job.id]
+    lost = Job.objects.get(pk=job.id)
+    assert lost.state == "lost" and "never started" in lost.error
+    public = store.read(job.id).public()
+    assert public["state"] == "lost" and "never started" in public["error"] and public["final"]
+    assert public["message"] == "the job queue lost it"  # not a worker that stopped: none started it
+    assert slots.holders(f"reports-user:{alice.pk}", 2) == []  # its slots are free again
+    assert services.reap_lost_jobs() == []
+
+
+def test_a_task_sent_twice_starts_its_job_once(alice):
+    job = _queued(alice, age=0)
+    begin_job(job.id)
+    with pytest.raises(JobNotRunnable, match="running"):
+        begin_job(job.id)  # the second delivery, while the first run is alive
+    get_client().delete(store.record_key(job.id))  # memcached lost the record: the row decides
+    with pytest.raises(JobNotRunnable, match="running"):
+        begin_job(job.id)

@@ -57,7 +57,7 @@ def test_starting_needs_login_and_unknown_reports_are_404(alice_client):
 
 def test_generating_data_without_memcached_says_what_that_means(settings, caplog):
     # At set-up memcached is not running yet: a plain note, not a warning.
-    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [f"127.0.0.1:{free_port()}"]}
     out = StringIO()
     call_command("generate_orders", orders=10, customers=5, products=3, verbosity=0, stdout=out)
     assert "memcached is not reachable" in out.getvalue() and "300 s" in out.getvalue()

@@ -6,6 +6,7 @@ from collections import defaultdict
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Case, Count, F, IntegerField, Sum, When
 from django.db.models.functions import TruncMonth
 
@@ -13,8 +14,10 @@ from progress import services as progress
 from progress.models import Job
 from reports import dataset, results
 from reports import services as reports
+from reports.conf import get_config
+from reports.definitions.base import DateRangeForm, Report
 from reports.models import Customer, Order, OrderLine, ResultFile
-from reports.registry import REPORTS
+from reports.registry import all_reports, get_report
 
 pytestmark = pytest.mark.django_db
 
@@ -29,7 +32,7 @@ def shop(settings):
 
 def _run(kind: str, params: dict) -> tuple[Job, list[list[str]]]:
     user = get_user_model().objects.create_user(f"u-{kind}", password="x")
-    report = REPORTS[kind]
+    report = all_reports()[kind]
     job = progress.create_job(owner=user, kind=kind, title=report.describe(params), params=params)
     reports.run_report(job_id=job.id)
     job.refresh_from_db()
@@ -116,3 +119,17 @@ def test_a_period_without_orders_fails_with_a_readable_error(shop):
     job.refresh_from_db()
     assert job.state == "failed"
     assert job.error == "No orders from the chosen regions between 1999-01-01 and 1999-12-31."
+
+
+class _Extra(Report):
+    name, title, description = "extra", "An extra report", "Registered by settings."
+    form_class = DateRangeForm
+
+
+def test_report_types_come_from_the_setting(settings):
+    assert list(all_reports()) == ["sales-by-region", "top-customers", "return-rates"]
+    settings.REPORTS = {**settings.REPORTS, "TYPES": [*get_config()["TYPES"], "tests.test_reports._Extra"]}
+    assert isinstance(get_report("extra"), _Extra)
+    settings.REPORTS = {**settings.REPORTS, "TYPES": ["reports.models.Order"]}
+    with pytest.raises(ImproperlyConfigured, match="not a Report subclass"):
+        all_reports()

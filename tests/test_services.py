@@ -5,10 +5,11 @@ import time
 import pytest
 from django.contrib.auth import get_user_model
 
+from core.client import get_client
 from progress import selectors, services, store
-from progress.client import get_client
 from progress.exceptions import JobFailed, JobNotRunnable, ProgressUnavailable
 from progress.models import Job
+from progress.outcome import JobResult
 from tests.processes import free_port
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +32,7 @@ def test_create_records_a_queued_job_in_both_places(alice):
 
 
 def test_create_with_memcached_down_records_nothing(alice, settings):
-    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [f"127.0.0.1:{free_port()}"]}
     with pytest.raises(ProgressUnavailable):
         _job(alice)
     assert not Job.objects.exists()
@@ -44,9 +45,10 @@ def test_tracked_job_ends_succeeded_with_its_result(alice):
         assert Job.objects.get(pk=job.id).state == "running"
         tracker.reporter.stage("work", total=2)
         tracker.reporter.update(2)
-        tracker.result_url = "/result"
+        tracker.result = JobResult(url="/result", summary="12 rows written")
     record = store.read(job.id)
     assert (record.state, record.percent, record.result_url) == ("succeeded", 100.0, "/result")
+    assert record.message == "12 rows written"  # what the finished bar says
     row = Job.objects.get(pk=job.id)
     assert (row.state, row.result_url) == ("succeeded", "/result") and row.finished_at
 
@@ -120,7 +122,7 @@ def test_final_state_is_served_from_the_database_when_memcached_is_down(alice, s
     job = _job(alice)
     with services.track_job(job.id):
         pass
-    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [f"127.0.0.1:{free_port()}"]}
     assert selectors.job_record(job_id=job.id, owner_id=alice.pk).state == "succeeded"
     running = Job.objects.create(owner=alice, kind="demo", state="running")
     with pytest.raises(ProgressUnavailable):

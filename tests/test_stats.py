@@ -8,8 +8,8 @@ import pytest
 from django.db.models import Sum
 from django.test import Client
 
-from progress.client import get_client
-from stats import counters
+from core import counters
+from core.client import get_client
 from stats.harvest import harvest
 from stats.models import CounterSample
 from tests.processes import ROOT, free_port
@@ -49,11 +49,11 @@ def test_bad_names_are_programming_errors():
 
 
 def test_memcached_down_never_raises_and_drops_are_counted(settings, memcached_server):
-    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [f"127.0.0.1:{free_port()}"]}
     counters.count("logins")  # must not raise
     counters.count("logins", 2)
     assert counters.dropped_here() == 3
-    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [memcached_server]}
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [memcached_server]}
     counters.count("logins")
     assert counters.dropped_here() == 0
     added = harvest()
@@ -78,7 +78,7 @@ def test_concurrent_incrementers_and_two_harvesters_lose_and_double_nothing(
     env = {
         **os.environ,
         "MEMCACHED_SERVERS": memcached_server,
-        "PROGRESS_NAMESPACE": progress_on_real_memcached,
+        "MEMCACHED_NAMESPACE": progress_on_real_memcached,
         "DATABASE_URL": f"sqlite:///{tmp_path / 'stats.sqlite3'}",
         "DJANGO_SETTINGS_MODULE": "webfarm.settings",
     }
@@ -142,7 +142,7 @@ def test_polls_are_tallied_in_the_process_and_sent_together(monkeypatch):
 
     from progress import services
 
-    monkeypatch.setattr("stats.counters.FLUSH_EVERY", 3600)
+    monkeypatch.setattr("core.counters.FLUSH_EVERY", 3600)
     counters.flush_soon()
     harvest()
     user = get_user_model().objects.create_user("poller", password="x")
@@ -154,3 +154,34 @@ def test_polls_are_tallied_in_the_process_and_sent_together(monkeypatch):
     assert "progress_polls" not in harvest()  # still in the process
     counters.flush_soon()
     assert harvest()["progress_polls"] == 5
+
+
+def test_dead_letters_show_in_the_metrics_as_a_gauge_and_a_counter():
+    from queues.core import Queue
+
+    queue = Queue("metered")
+    queue.put_many([b"fine", b"[]"])
+    fine, bad = queue.claim_many(2)
+    queue.ack(fine.receipt)
+    queue.bury(bad, "not what this queue carries")
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {TOKEN}"}
+    text = Client().get("/stats/metrics", **auth).content.decode()
+    assert "# TYPE webfarm_queue_dead_letters gauge" in text
+    assert 'webfarm_queue_dead_letters{queue="metered"} 1' in text
+    assert 'webfarm_queue_ready{queue="metered"} 0' in text
+    assert 'webfarm_queue_messages_total{direction="dead",queue="metered"} 1' in text
+    data = Client().get("/stats/counters.json", **auth).json()
+    assert data["gauges"]["queue_dead_letters|queue=metered"] == 1
+
+
+def test_a_planted_counter_or_registry_line_never_stops_the_harvest():
+    counters.count("logins", 2)
+    client = get_client()
+    client.append("c:registry", b"not a|counter key\nqueue_messages|direction=in\n\x00\n")
+    client.set("c:logins", b"lots")
+    client.append("q:registry", b"../etc\nbad name\n")
+    harvest()  # neither raises nor counts what is not a count
+    counters.count("jobs", kind="a", state="queued")
+    assert harvest()["jobs|kind=a|state=queued"] == 1
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {TOKEN}"}
+    assert Client().get("/stats/metrics", **auth).status_code == 200

@@ -52,7 +52,7 @@ def test_cancel_flag():
 def test_unreachable_memcached_raises_progress_unavailable(settings):
     from tests.processes import free_port
 
-    settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [f"127.0.0.1:{free_port()}"]}
     with pytest.raises(ProgressUnavailable):
         store.read(new_job_id())
     with pytest.raises(ProgressUnavailable):

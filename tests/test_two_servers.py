@@ -5,11 +5,11 @@ records cannot split between servers."""
 import pytest
 from pymemcache.client.base import Client
 
-from limits.slots import SlotsUnavailable, acquire
-from progress.client import get_client, server_client
+from core import counters
+from core.client import get_client, server_client
+from core.slots import SlotsUnavailable, acquire
 from queues.core import Queue
 from queues.exceptions import QueueUnavailable
-from stats import counters
 from tests import processes
 
 pytestmark = pytest.mark.django_db
@@ -23,7 +23,7 @@ def test_what_hashed_to_a_dead_server_fails_clearly_and_stays_there(tmp_path, se
     first, first_addr = processes.memcached(tmp_path)
     second, second_addr = processes.memcached(tmp_path)
     try:
-        settings.PROGRESS = {**settings.PROGRESS, "SERVERS": [first_addr, second_addr]}
+        settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [first_addr, second_addr]}
         counters.forget_known()
         ring = get_client()
         dead = ("127.0.0.1", _port(second_addr))
@@ -50,7 +50,7 @@ def test_what_hashed_to_a_dead_server_fails_clearly_and_stays_there(tmp_path, se
 
         # Nothing moved: the survivor holds none of the dead server's keys.
         survivor = Client(("127.0.0.1", _port(first_addr)))
-        prefix = settings.PROGRESS["NAMESPACE"]
+        prefix = settings.MEMCACHED["NAMESPACE"]
         for key in (f"q:{dead_queue}:gen", f"c:c_{dead_counter}", f"slot:{dead_scope}:0"):
             assert survivor.get(f"{prefix}:{key}") is None, key
         survivor.close()

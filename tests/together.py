@@ -13,11 +13,11 @@ from tests.processes import ROOT, wait_for
 
 
 def run_together(module: str, *args: str, count: int, servers: str, namespace: str) -> list[str]:
-    from progress.client import get_client
+    from core.client import get_client
 
     client = get_client()
     client.set("test:ready", b"0")
-    env = {**os.environ, "MEMCACHED_SERVERS": servers, "PROGRESS_NAMESPACE": namespace}
+    env = {**os.environ, "MEMCACHED_SERVERS": servers, "MEMCACHED_NAMESPACE": namespace}
     argv = [sys.executable, "-m", module, *args]
     children = [
         subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True) for _ in range(count)
@@ -29,7 +29,7 @@ def run_together(module: str, *args: str, count: int, servers: str, namespace: s
 
 def at_start_line() -> None:
     """In the child: say ready, then wait for everyone's go."""
-    from progress.client import get_client
+    from core.client import get_client
 
     client = get_client()
     client.incr("test:ready", 1)

@@ -67,6 +67,18 @@ class WebClient:
         )
 
 
+def flush_votes(env: dict) -> bool:
+    """Run the vote flusher by hand: True when it ran, False when another
+    flusher (beat's) held the lock just then."""
+    try:
+        manage(env, "flush_votes")
+    except RuntimeError as exc:
+        if "another flusher is running" in str(exc):
+            return False
+        raise
+    return True
+
+
 def create_poll(env: dict, question: str, choices: list[str]) -> tuple[int, list[int]]:
     """A poll made on the farm's database; returns its id and its choices' ids."""
     out = manage(

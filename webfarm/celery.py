@@ -1,8 +1,10 @@
 """The Celery app: `celery -A webfarm worker`."""
 
 import os
+from typing import Any
 
 from celery import Celery
+from celery.signals import beat_init, worker_init
 from kombu.transport import TRANSPORT_ALIASES
 
 # CELERY_BROKER_URL=memcached://host:port: the farm's own queue as the broker.
@@ -13,3 +15,17 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webfarm.settings")
 app = Celery("webfarm")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_init.connect
+def _worker_secret(**kwargs: Any) -> None:
+    from webfarm.startup import refuse_to_start_misconfigured
+
+    refuse_to_start_misconfigured("worker")  # SystemExit: Celery lets it through and stops
+
+
+@beat_init.connect
+def _beat_secret(**kwargs: Any) -> None:
+    from webfarm.startup import refuse_to_start_misconfigured
+
+    refuse_to_start_misconfigured("beat")

@@ -8,7 +8,7 @@ memcached, or the local Redis with FARM_BROKER=redis. Ctrl-C stops what it
 started.
 
 `python -m webfarm.farm nginx` prints deploy/nginx/webfarm.conf filled in from
-the environment, for a balancer on another machine (README).
+the environment, for a balancer on another machine (docs/farm.md).
 """
 
 import argparse
@@ -23,7 +23,9 @@ from string import Template
 import psycopg
 from psycopg import sql
 
+from webfarm.env import env_list, env_str
 from webfarm.launch import DEMO_USERS, answers, run_processes
+from webfarm.secret import machine_key
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -120,8 +122,8 @@ def farm_env(base: dict[str, str]) -> dict[str, str]:
     env = {
         "DATABASE_URL": DEFAULT_DATABASE,
         "MEMCACHED_SERVERS": memcached,
-        "QUEUE_MIRRORS": memcached,
-        "PROGRESS_NAMESPACE": "webfarm",
+        "QUEUES_MIRRORS": memcached,
+        "MEMCACHED_NAMESPACE": "webfarm",
         # Behind nginx: the client's address is in X-Forwarded-For.
         "TRUSTED_PROXIES": "127.0.0.1",
         **base,
@@ -129,6 +131,9 @@ def farm_env(base: dict[str, str]) -> dict[str, str]:
     }
     if base.get("FARM_BROKER") == "redis":
         env.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
+    if not env.get("DJANGO_SECRET_KEY"):
+        # The same key of this machine's own for every process: they refuse a placeholder.
+        env["DJANGO_SECRET_KEY"] = machine_key(ROOT / "var" / "secret_key")
     return env
 
 
@@ -152,7 +157,7 @@ def processes(env: dict[str, str], *, port: int, nodes: int, workers: int) -> di
         listen=f"{env.get('HOST', '127.0.0.1')}:{port}",
         web=web,
         memcached=env["MEMCACHED_SERVERS"].split(","),
-        namespace=env["PROGRESS_NAMESPACE"],
+        namespace=env["MEMCACHED_NAMESPACE"],
         run_dir=RUN_DIR,
         access_log=str(RUN_DIR / "access.log"),
     )
@@ -177,11 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == "nginx":
         print(
             site_config(
-                listen=os.environ.get("NGINX_LISTEN", "80"),
-                web=os.environ.get("NGINX_WEB_NODES", "127.0.0.1:8000").split(","),
-                memcached=os.environ.get("MEMCACHED_SERVERS", "127.0.0.1:11211").split(","),
-                namespace=os.environ.get("PROGRESS_NAMESPACE", "webfarm"),
-                static_root=Path(os.environ.get("STATIC_ROOT", ROOT / "staticfiles")),
+                listen=env_str("NGINX_LISTEN", "80"),
+                web=env_list("NGINX_WEB_NODES", "127.0.0.1:8000"),
+                memcached=env_list("MEMCACHED_SERVERS", "127.0.0.1:11211"),
+                namespace=env_str("MEMCACHED_NAMESPACE", "webfarm"),
+                static_root=Path(env_str("STATIC_ROOT", str(ROOT / "staticfiles"))),
             )
         )
         return 0

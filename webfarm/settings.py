@@ -4,7 +4,7 @@ from pathlib import Path
 
 import dj_database_url
 
-from webfarm.env import env_bool, env_float, env_int, env_int_map, env_list, env_str
+from webfarm.env import env_bool, env_float, env_int, env_int_map, env_list, env_str, old_names_in_use
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -27,6 +27,7 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
+    "core",
     "progress",
     "reports",
     "queues",
@@ -88,16 +89,17 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 MEMCACHED_SERVERS = env_list("MEMCACHED_SERVERS", "127.0.0.1:11211")
-PROGRESS_NAMESPACE = env_str("PROGRESS_NAMESPACE", "webfarm")
+MEMCACHED_NAMESPACE = env_str("MEMCACHED_NAMESPACE", "webfarm")
 
 # Django's own cache (sessions) lives in the same memcached, under its own
 # sub-namespace. It is a cache: when memcached is away it misses and the
-# sessions fall back to the database (cached_db).
+# sessions fall back to the database. It never unpickles (core.cache),
+# and the sessions it holds are keyed by an HMAC and signed (core.sessions).
 CACHES = {
     "default": {
-        "BACKEND": "progress.cache.StablePyMemcacheCache",
+        "BACKEND": "core.cache.StablePyMemcacheCache",
         "LOCATION": MEMCACHED_SERVERS,
-        "KEY_PREFIX": f"{PROGRESS_NAMESPACE}:dj",
+        "KEY_PREFIX": f"{MEMCACHED_NAMESPACE}:dj",
         "TIMEOUT": 3600,
         "OPTIONS": {
             "ignore_exc": True,
@@ -107,45 +109,64 @@ CACHES = {
         },
     }
 }
-SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
+SESSION_ENGINE = "core.sessions"
+# Seconds a session read from the database stays cached: an active user costs
+# one query per period, and a login pins no memcached memory for longer.
+SESSION_CACHE_TTL = env_int("SESSION_CACHE_TTL", 600)
 
-PROGRESS = {
+MEMCACHED = {
     "SERVERS": MEMCACHED_SERVERS,
-    "NAMESPACE": PROGRESS_NAMESPACE,
-    "FLUSH_INTERVAL": env_float("PROGRESS_FLUSH_INTERVAL", 0.25),
-    "HEARTBEAT_INTERVAL": env_float("PROGRESS_HEARTBEAT_INTERVAL", 5.0),
-    "LOST_AFTER_BEATS": env_int("PROGRESS_LOST_AFTER_BEATS", 3),
-    "RECORD_TTL": env_int("PROGRESS_RECORD_TTL", 7 * 24 * 3600),
+    "NAMESPACE": MEMCACHED_NAMESPACE,
     "CONNECT_TIMEOUT": env_float("MEMCACHED_CONNECT_TIMEOUT", 0.5),
     "TIMEOUT": env_float("MEMCACHED_TIMEOUT", 2.0),
 }
 
+PROGRESS = {
+    "FLUSH_INTERVAL": env_float("PROGRESS_FLUSH_INTERVAL", 0.25),
+    "HEARTBEAT_INTERVAL": env_float("PROGRESS_HEARTBEAT_INTERVAL", 5.0),
+    "LOST_AFTER_BEATS": env_int("PROGRESS_LOST_AFTER_BEATS", 3),
+    "RECORD_TTL": env_int("PROGRESS_RECORD_TTL", 24 * 3600),
+    "FINAL_TTL": env_int("PROGRESS_FINAL_TTL", 300),
+    "SEND_GRACE": env_float("PROGRESS_SEND_GRACE", 30.0),
+    "RESEND_AFTER": env_float("PROGRESS_RESEND_AFTER", 120.0),
+    "QUEUED_LOST_AFTER": env_float("PROGRESS_QUEUED_LOST_AFTER", 1800.0),
+}
+
 QUEUES = {
-    "MAX_MESSAGE_BYTES": env_int("QUEUE_MAX_MESSAGE_BYTES", 64 * 1024),
-    "VISIBILITY_TIMEOUT": env_int("QUEUE_VISIBILITY_TIMEOUT", 60),
-    "HOLE_WAIT": env_float("QUEUE_HOLE_WAIT", 2.0),
-    "RECOVER_INTERVAL": env_float("QUEUE_RECOVER_INTERVAL", 1.0),
-    "PREFETCH": env_int("QUEUE_PREFETCH", 8),
-    "MIRRORS": env_list("QUEUE_MIRRORS", ""),
+    "MAX_MESSAGE_BYTES": env_int("QUEUES_MAX_MESSAGE_BYTES", 64 * 1024),
+    "VISIBILITY_TIMEOUT": env_int("QUEUES_VISIBILITY_TIMEOUT", 60),
+    "HOLE_WAIT": env_float("QUEUES_HOLE_WAIT", 2.0),
+    "RECOVER_INTERVAL": env_float("QUEUES_RECOVER_INTERVAL", 1.0),
+    "PREFETCH": env_int("QUEUES_PREFETCH", 8),
+    "MIRRORS": env_list("QUEUES_MIRRORS", ""),
+    "MAX_DELIVERIES": env_int("QUEUES_MAX_DELIVERIES", 5),
+    "FINISHED_TTL": env_int("QUEUES_FINISHED_TTL", 3600),
+    "HOLE_TTL": env_int("QUEUES_HOLE_TTL", 600),
+    "DEAD_LETTER_TTL": env_int("QUEUES_DEAD_LETTER_TTL", 7 * 24 * 3600),
+    "HTTP_MAX_QUEUES": env_int("QUEUES_HTTP_MAX_QUEUES", 100),
+    "HTTP_IDLE_AFTER": env_int("QUEUES_HTTP_IDLE_AFTER", 24 * 3600),
 }
 
 LIMITS = {
-    "REPORTS_PER_USER": env_int("LIMIT_REPORTS_PER_USER", 2),
-    "REPORTS_PER_KIND": env_int("LIMIT_REPORTS_PER_KIND", 4),
-    "DOWNLOADS": env_int("LIMIT_DOWNLOADS", 16),
-    "DOWNLOADS_PER_USER": env_int("LIMIT_DOWNLOADS_PER_USER", 2),
+    "REPORTS_PER_USER": env_int("LIMITS_REPORTS_PER_USER", 2),
+    "REPORTS_PER_KIND": env_int("LIMITS_REPORTS_PER_KIND", 4),
+    "DOWNLOADS": env_int("LIMITS_DOWNLOADS", 16),
+    "DOWNLOADS_PER_USER": env_int("LIMITS_DOWNLOADS_PER_USER", 2),
     # Quick tries before a refusal, the first pause between them (grows linearly).
-    "VOTES": env_int("LIMIT_VOTES", 64),
-    "ATTEMPTS": env_int("LIMIT_ATTEMPTS", 3),
-    "PAUSE": env_float("LIMIT_PAUSE", 0.001),
+    "VOTES": env_int("LIMITS_VOTES", 64),
+    "ATTEMPTS": env_int("LIMITS_ATTEMPTS", 3),
+    "PAUSE": env_float("LIMITS_PAUSE", 0.001),
 }
 
 POLLS = {
     "ANONYMOUS_PER_ADDRESS": env_int("POLLS_ANONYMOUS_PER_ADDRESS", 20),
+    "ANONYMOUS_WINDOW": env_int("POLLS_ANONYMOUS_WINDOW", 3600),
+    "MARKER_TTL": env_int("POLLS_MARKER_TTL", 24 * 3600),
+    "TOTALS_TTL": env_int("POLLS_TOTALS_TTL", 24 * 3600),
 }
 
 DASHBOARD = {
-    "WORKER_HEARTBEAT": env_float("WORKER_HEARTBEAT_EVERY", 10.0),
+    "WORKER_HEARTBEAT": env_float("DASHBOARD_WORKER_HEARTBEAT", 10.0),
     "CHART_TTL": env_int("DASHBOARD_CHART_TTL", 30),
 }
 
@@ -180,7 +201,7 @@ if CELERY_BROKER_URL.startswith("memcached://"):
         "visibility_timeout": env_int("CELERY_BROKER_VISIBILITY_TIMEOUT", 60),
     }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "webfarm")
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "webfarm")
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -206,6 +227,11 @@ CELERY_BEAT_SCHEDULE = {
         "task": "polls.flush_votes",
         "schedule": env_float("POLLS_FLUSH_EVERY", 2.0),
         "options": {"expires": 10},
+    },
+    "forget-idle-http-queues": {
+        "task": "queues.forget_idle",
+        "schedule": 300.0,
+        "options": {"expires": 300},
     },
     "harvest-counters": {
         "task": "stats.harvest_counters",
@@ -251,3 +277,6 @@ LOGGING = {
         "activity": {"handlers": ["sitelog"], "level": "INFO", "propagate": False},
     },
 }
+
+# Environment variables set under their names from before the rename (core.checks warns).
+OLD_ENVIRONMENT_NAMES = old_names_in_use()

@@ -7,14 +7,15 @@ from datetime import date
 from typing import Any, ClassVar
 
 from django import forms
-from django.conf import settings
 from django.db.models import Max, Min
 
 from progress.exceptions import JobFailed
 from progress.models import Job
+from progress.outcome import JobResult
 from progress.reporter import ProgressReporter
 from progress.services import Tracker
 from reports import results
+from reports.conf import get_config
 from reports.models import OrderLine
 
 # Spreadsheet programs run cells that start with these as formulas.
@@ -55,7 +56,7 @@ class Report:
 
     def time_limit_seconds(self) -> int:
         """The soft time limit: settings.REPORTS["TIME_LIMITS"] may override the type's own."""
-        return int(settings.REPORTS.get("TIME_LIMITS", {}).get(self.name, self.time_limit))
+        return int(get_config()["TIME_LIMITS"].get(self.name, self.time_limit))
 
     def params_from_form(self, cleaned: dict[str, Any]) -> dict[str, Any]:
         """Form data -> JSON-safe job parameters."""
@@ -64,7 +65,9 @@ class Report:
     def describe(self, params: dict[str, Any]) -> str:
         return f"{self.title}, {params.get('date_from')} to {params.get('date_to')}"
 
-    def run(self, *, job: Job, params: dict[str, Any], tracker: Tracker) -> None:
+    def run(self, *, job: Job, params: dict[str, Any], tracker: Tracker) -> JobResult:
+        """Do the work, publishing progress through tracker.reporter; return
+        the result (raise JobFailed with a sentence for the user to fail)."""
         raise NotImplementedError
 
 
@@ -86,7 +89,7 @@ def scan_order_lines(
     if lo is None:
         raise JobFailed("There are no orders in the database yet.")
     total = hi - lo + 1
-    chunk = settings.REPORTS["CHUNK_ROWS"]
+    chunk = get_config()["CHUNK_ROWS"]
     reporter.stage("reading orders", total=total, message="reading order lines")
     base = OrderLine.objects.filter(order__placed_on__gte=date_from, order__placed_on__lte=date_to, **filters)
     for start in range(lo, hi + 1, chunk):
@@ -125,14 +128,3 @@ def write_csv(
 
 def cents(value: int) -> str:
     return f"{value / 100:.2f}"
-
-
-def png_chart(draw: Any, size: tuple[float, float] = (9, 4.8)) -> bytes:
-    """Render a chart with matplotlib's object API (no pyplot: no global state)."""
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=size, dpi=100, layout="constrained")
-    draw(figure.add_subplot())
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    return buffer.getvalue()

@@ -6,6 +6,7 @@ from django.urls import reverse
 
 from progress.exceptions import JobFailed
 from progress.models import Job
+from progress.outcome import JobResult
 from progress.services import Tracker
 from reports.definitions.base import DateRangeForm, Report, scan_order_lines, write_csv
 from reports.models import CATEGORIES, Product
@@ -26,7 +27,7 @@ class ReturnRates(Report):
     description = "Units sold and returned per product, against its category's average."
     form_class = ReturnRatesForm
 
-    def run(self, *, job: Job, params: dict[str, Any], tracker: Tracker) -> None:
+    def run(self, *, job: Job, params: dict[str, Any], tracker: Tracker) -> JobResult:
         reporter = tracker.reporter
         filters = {"product__category": params["category"]} if params.get("category") else {}
         sold: dict[int, list[int]] = defaultdict(lambda: [0, 0])  # product -> [units, returned]
@@ -90,4 +91,7 @@ class ReturnRates(Report):
             ],
             rows=rows,
         )
-        tracker.result_url = reverse("reports:download", args=[job.id, "return-rates.csv"])
+        return JobResult(
+            url=reverse("reports:download", args=[job.id, "return-rates.csv"]),
+            summary=f"{len(rows):,} products",
+        )

@@ -4,11 +4,13 @@ from typing import Any
 from django import forms
 from django.urls import reverse
 
+from core.charts import png_chart
 from progress.exceptions import JobFailed
 from progress.models import Job
+from progress.outcome import JobResult
 from progress.services import Tracker
 from reports import results
-from reports.definitions.base import DateRangeForm, Report, cents, png_chart, scan_order_lines, write_csv
+from reports.definitions.base import DateRangeForm, Report, cents, scan_order_lines, write_csv
 from reports.models import REGIONS
 
 
@@ -27,7 +29,7 @@ class SalesByRegion(Report):
     description = "Orders, units, gross and net sales and returns per region per month, with a chart."
     form_class = SalesByRegionForm
 
-    def run(self, *, job: Job, params: dict[str, Any], tracker: Tracker) -> None:
+    def run(self, *, job: Job, params: dict[str, Any], tracker: Tracker) -> JobResult:
         reporter = tracker.reporter
         filters = {"order__customer__region__in": params["regions"]} if params.get("regions") else {}
         # (region, month) -> [orders, units, gross cents, returned cents]
@@ -100,7 +102,10 @@ class SalesByRegion(Report):
         )
         reporter.set_message("drawing the chart")
         results.save_bytes(job, "sales-by-region.png", "image/png", _chart(totals))
-        tracker.result_url = reverse("reports:download", args=[job.id, "sales-by-region.csv"])
+        return JobResult(
+            url=reverse("reports:download", args=[job.id, "sales-by-region.csv"]),
+            summary=f"{len(rows):,} region-months",
+        )
 
 
 def _chart(totals: dict[tuple[str, str], list[int]]) -> bytes:

@@ -5,11 +5,13 @@ from typing import Any
 from django import forms
 from django.urls import reverse
 
+from core.charts import png_chart
 from progress.exceptions import JobFailed
 from progress.models import Job
+from progress.outcome import JobResult
 from progress.services import Tracker
 from reports import results
-from reports.definitions.base import DateRangeForm, Report, cents, png_chart, scan_order_lines, write_csv
+from reports.definitions.base import DateRangeForm, Report, cents, scan_order_lines, write_csv
 from reports.models import REGIONS, Customer
 
 
@@ -29,7 +31,7 @@ class TopCustomers(Report):
     def describe(self, params: dict[str, Any]) -> str:
         return f"Top {params['top']} customers, {params['date_from']} to {params['date_to']}"
 
-    def run(self, *, job: Job, params: dict[str, Any], tracker: Tracker) -> None:
+    def run(self, *, job: Job, params: dict[str, Any], tracker: Tracker) -> JobResult:
         reporter = tracker.reporter
         filters = {"order__customer__region": params["region"]} if params.get("region") else {}
         # customer -> [orders, units, net cents]
@@ -79,7 +81,10 @@ class TopCustomers(Report):
         )
         reporter.set_message("drawing the chart")
         results.save_bytes(job, "top-customers.png", "image/png", _chart(rows[:15]))
-        tracker.result_url = reverse("reports:download", args=[job.id, "top-customers.csv"])
+        return JobResult(
+            url=reverse("reports:download", args=[job.id, "top-customers.csv"]),
+            summary=f"{len(rows):,} customers ranked",
+        )
 
 
 def _chart(rows: list[list[Any]]) -> bytes:

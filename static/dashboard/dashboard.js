@@ -19,14 +19,17 @@
     timer = setTimeout(tick, seconds * 1000);
   }
 
-  function refreshLive(box) {
-    return fetch(box.getAttribute("data-live-url"), { credentials: "same-origin", cache: "no-store" })
-      .then(function (response) {
-        if (!response.ok) throw new Error("HTTP " + response.status);
-        return response.text();
-      })
-      .then(function (html) { box.innerHTML = html; box.classList.remove("stale"); })
-      .catch(function () { box.classList.add("stale"); });
+  function followLive(box) {
+    webfarm.poll(box.getAttribute("data-live-url"), {
+      as: "text",
+      minDelay: (+box.getAttribute("data-refresh-every") || 5) * 1000,
+      idleMax: (+box.getAttribute("data-refresh-every") || 5) * 1000,
+      errorMax: 60000,
+      onProgress: function (html) { box.innerHTML = html; box.classList.remove("stale"); },
+      onUnchanged: function () { box.classList.remove("stale"); },
+      // On an error the last good content stays, marked as stale.
+      onRetry: function () { box.classList.add("stale"); },
+    }).schedule((+box.getAttribute("data-refresh-every") || 5) * 1000);
   }
 
   function refreshChart(img) {
@@ -36,7 +39,7 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     var box = document.getElementById("live");
-    if (box) every(+box.getAttribute("data-refresh-every") || 5, function () { return refreshLive(box); });
+    if (box) followLive(box);
     document.querySelectorAll("img[data-refresh-every]").forEach(function (img) {
       every(+img.getAttribute("data-refresh-every") || 60, function () { refreshChart(img); });
     });

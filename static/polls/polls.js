@@ -1,6 +1,6 @@
 /*
- * Live poll results: fetch the results document every few seconds (ETag,
- * paused while the tab is hidden) and move the bars.
+ * Live poll results: the results document every few seconds (webfarm.poll,
+ * progress/static/progress/poller.js) moves the bars.
  */
 (function () {
   "use strict";
@@ -8,27 +8,13 @@
 
   function Results(el) {
     this.el = el;
-    this.url = el.getAttribute("data-results-url");
-    this.etag = null;
+    this.poller = webfarm.poll(el.getAttribute("data-results-url"), {
+      minDelay: EVERY,
+      idleMax: EVERY,
+      errorMax: EVERY * 3,
+      onProgress: this.render.bind(this),
+    });
   }
-
-  Results.prototype.poll = function () {
-    var self = this;
-    if (document.hidden) return self.later(EVERY);
-    var headers = { Accept: "application/json" };
-    if (self.etag) headers["If-None-Match"] = self.etag;
-    fetch(self.url, { headers: headers, cache: "no-store", credentials: "same-origin" })
-      .then(function (response) {
-        if (response.status === 304) return null;
-        if (!response.ok) throw new Error("HTTP " + response.status);
-        self.etag = response.headers.get("ETag");
-        return response.json();
-      })
-      .then(function (data) { if (data) self.render(data); self.later(EVERY); })
-      .catch(function () { self.later(EVERY * 3); });
-  };
-
-  Results.prototype.later = function (ms) { setTimeout(this.poll.bind(this), ms); };
 
   Results.prototype.render = function (data) {
     var el = this.el;
@@ -45,6 +31,6 @@
   };
 
   document.addEventListener("DOMContentLoaded", function () {
-    document.querySelectorAll("[data-results-url]").forEach(function (el) { new Results(el).later(EVERY); });
+    document.querySelectorAll("[data-results-url]").forEach(function (el) { new Results(el).poller.schedule(EVERY); });
   });
 })();

@@ -5,7 +5,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 from tqdm import tqdm
 
-from progress.memo import forget
+from core.memo import forget
 from reports import dataset
 from reports.selectors import DATASET_KEY, DATASET_TTL
 

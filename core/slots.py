@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from pymemcache.exceptions import MemcacheError
 
-from progress.client import server_client
+from core.client import server_client
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ def acquire(
 
 def _held(scope: str, limit: int) -> dict[str, str]:
     found = server_client(f"slot:{scope}").get_many(slot_keys(scope, limit))
-    return {key: value.decode() for key, value in found.items()}
+    return {key: value.decode(errors="replace") for key, value in found.items()}
 
 
 def _take(scope: str, limit: int, holder: str, ttl: int, held: dict[str, str]) -> str | None:

@@ -5,7 +5,10 @@ reader lists everything in one get. `append` needs the key to exist and two
 first-comers may race to `add` it; the loser appends.
 """
 
+from collections.abc import Callable
 from typing import Any
+
+from core.tampering import refused
 
 
 def add_member(client: Any, list_key: str, name: str) -> None:
@@ -15,10 +18,16 @@ def add_member(client: Any, list_key: str, name: str) -> None:
         client.append(list_key, line)
 
 
-def members(client: Any, list_key: str) -> list[str]:
-    """The listed names, sorted, without repeats."""
+def members(client: Any, list_key: str, valid: Callable[[str], bool]) -> list[str]:
+    """The listed names, sorted, without repeats. Names that `valid` refuses
+    (someone else wrote them: memcached has no authentication) are left out
+    and counted, so one planted line cannot break whoever walks the list."""
     raw = client.get(list_key) or b""
-    return sorted({name for name in raw.decode().split("\n") if name})
+    names = {name for name in raw.decode(errors="replace").split("\n") if name}
+    good = {name for name in names if valid(name)}
+    if len(good) < len(names):
+        refused("list", list_key, f"{len(names) - len(good)} names that are not names")
+    return sorted(good)
 
 
 def remove_members(client: Any, list_key: str, gone: set[str]) -> None:
@@ -26,5 +35,5 @@ def remove_members(client: Any, list_key: str, gone: set[str]) -> None:
     fail, and the next caller tries again."""
     raw, token = client.gets(list_key)
     if raw is not None:
-        kept = [name for name in raw.decode().split("\n") if name and name not in gone]
+        kept = [name for name in raw.decode(errors="replace").split("\n") if name and name not in gone]
         client.cas(list_key, "".join(f"{name}\n" for name in kept).encode(), token)

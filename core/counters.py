@@ -21,15 +21,15 @@ import time
 
 from pymemcache.exceptions import MemcacheError
 
-from progress.client import get_client
-from progress.lists import add_member
+from core.client import get_client
+from core.lists import add_member
 
 logger = logging.getLogger(__name__)
 
 REGISTRY = "c:registry"
 GENERATION = "c:generation"
 DROPPED = "counters_dropped"
-_LABEL_RE = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+_LABEL_RE = re.compile(r"[A-Za-z0-9_.-]{1,96}")
 _NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 _lock = threading.Lock()
@@ -47,6 +47,24 @@ def counter_key(name: str, **labels: str) -> str:
             raise ValueError(f"bad counter label {label}={value!r}")
         parts.append(f"{label}={value}")
     return "|".join(parts)
+
+
+def parse_counter_key(key: str) -> tuple[str, dict[str, str]]:
+    """ "name|label=value|..." -> (name, labels); ValueError for anything
+    counter_key() could not have made."""
+    name, *parts = key.split("|")
+    labels = dict(part.split("=", 1) for part in parts if "=" in part)
+    if len(labels) != len(parts) or counter_key(name, **labels) != key:
+        raise ValueError(f"not a counter key: {key!r:.80}")
+    return name, labels
+
+
+def is_counter_key(key: str) -> bool:
+    try:
+        parse_counter_key(key)
+    except ValueError:
+        return False
+    return True
 
 
 def count(name: str, n: int = 1, **labels: str) -> None:

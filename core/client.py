@@ -13,7 +13,7 @@ from pymemcache.client.hash import HashClient
 from pymemcache.client.rendezvous import RendezvousHash
 from pymemcache.exceptions import MemcacheUnexpectedCloseError
 
-from progress.conf import get_config
+from core.conf import get_config
 
 # A connection memcached closed (it restarted) fails once, when next used,
 # before any server saw the request: another try on a fresh connection is safe
@@ -33,7 +33,39 @@ def _past_stale_connections(call: Callable[..., Any], *args: Any, tries: int = 2
 
 
 class ReconnectingClient(Client):
-    """pymemcache's Client, trying again on a connection found dead."""
+    """pymemcache's Client, trying again on a connection found dead, with the
+    pipelined calls pymemcache has no public method for. This module is the
+    one adapter to pymemcache's internals; the rest of the code calls these."""
+
+    def add_many(self, values: dict[str, bytes], expire: int = 0) -> dict[str, bool]:
+        """`add` every value in one round trip: True where it was stored (the
+        key was absent)."""
+        if not values:
+            return {}
+        return self._store_cmd(b"add", values, expire, False)
+
+    def pipeline(self, commands: list[bytes], name: bytes) -> list[bytes]:
+        """Raw protocol commands (built with `wire_key`) in one round trip; the
+        reply line of each. `name` is the command, for pymemcache's errors."""
+        return self._misc_cmd(commands, name, False)
+
+    def wire_key(self, key: str) -> bytes:
+        """`key` as it goes on the wire: namespaced and checked."""
+        return self.check_key(key, self.key_prefix)
+
+    def cas_many(self, items: list[tuple[str, bytes, int]], expire: int = 0) -> list[bool | None]:
+        """`cas` each (key, value, version) in one round trip: True stored,
+        False changed since (EXISTS), None gone (NOT_FOUND)."""
+        commands = [
+            b"cas %s 0 %d %d %d\r\n%s\r\n" % (self.wire_key(key), expire, len(value), version, value)
+            for key, value, version in items
+        ]
+        lines = self.pipeline(commands, b"cas")
+        return [True if line == b"STORED" else False if line == b"EXISTS" else None for line in lines]
+
+    def touch_many(self, keys: list[str], expire: int) -> None:
+        """Give each key `expire` seconds more to live, in one round trip."""
+        self.pipeline([b"touch %s %d\r\n" % (self.wire_key(key), expire) for key in keys], b"touch")
 
     def _fetch_cmd(self, *args: Any, **kwargs: Any) -> Any:
         return _past_stale_connections(super()._fetch_cmd, *args, **kwargs)
@@ -87,7 +119,7 @@ class StableHashClient(HashClient):
     pymemcache's HashClient takes a failing server out of the ring, so its keys
     move to the survivors, and inside its retry window it answers with the
     default instead of raising. For counters, queue pointers and job records
-    that silently splits state between servers (DESIGN.md section 4). Here a
+    that silently splits state between servers (docs/operations.md). Here a
     server that fails stays in the ring: operations on its keys raise until it
     is back, and the caller decides what to do.
     """
@@ -131,7 +163,7 @@ def build_client(servers: list[str] | tuple[str, ...], namespace: str, **options
     kwargs: dict = {
         "key_prefix": f"{namespace}:".encode(),
         # With noreply, add() never reports "exists" and -M's out-of-memory
-        # refusals are lost (DESIGN.md section 4).
+        # refusals are lost.
         "default_noreply": False,
         "connect_timeout": config["CONNECT_TIMEOUT"],
         "timeout": config["TIMEOUT"],

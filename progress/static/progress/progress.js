@@ -3,17 +3,15 @@
  * polls its URL until the job reaches a final state. No build step, no
  * dependencies; any number of bars per page.
  *
- * Polling: fast while the job moves, slower while it doesn't (304 Not
- * Modified), exponential back-off with jitter on errors, Retry-After honoured,
- * paused while the tab is hidden, stopped at a final state.
+ * Polling is poller.js's (webfarm.poll): fast while the job moves, slower
+ * while it doesn't, back-off on errors, Retry-After, paused while the tab is
+ * hidden; it stops at a final state.
  */
 (function () {
   "use strict";
 
   var FINAL = { succeeded: 1, failed: 1, cancelled: 1, lost: 1 };
   var MIN_DELAY = 500, IDLE_MAX = 5000, ERROR_MAX = 30000;
-
-  function jitter(ms) { return Math.round(ms * (0.8 + Math.random() * 0.4)); }
 
   function formatEta(seconds) {
     if (seconds === null || seconds === undefined) return "";
@@ -28,77 +26,38 @@
   }
 
   function Bar(el) {
+    var self = this;
     this.el = el;
     this.url = el.getAttribute("data-progress-url");
-    this.etag = null;
     this.data = null;
-    this.delay = MIN_DELAY;
-    this.errors = 0;
-    this.timer = null;
-    this.stopped = false;
     this.field = function (name) { return el.querySelector("[data-field=" + name + "]"); };
     this.bar = el.querySelector("[role=progressbar]");
     this.fill = el.querySelector(".fill");
+    this.poller = webfarm.poll(this.url, {
+      minDelay: MIN_DELAY,
+      idleMax: IDLE_MAX,
+      errorMax: ERROR_MAX,
+      // A lost job that runs again goes on as another job: the bar follows it.
+      isFinal: function (data) { return FINAL[data.state] && !(data.state === "lost" && data.retried_as); },
+      onProgress: function (data) {
+        self.setNotice("");
+        self.render(data);
+        if (data.state === "lost" && data.retried_as) self.follow(data.job, data.retried_as);
+      },
+      onSuccess: function (data) {
+        el.dispatchEvent(new CustomEvent("progress:final", { bubbles: true, detail: data }));
+      },
+      onFailure: function (status) {
+        self.setNotice(status === 404 ? "This job no longer exists." : "Your session has ended: log in again.");
+      },
+      onUnchanged: function () { self.setNotice(""); },
+      onRetry: function (wait) {
+        self.setNotice("Progress is temporarily unavailable; retrying in " + Math.max(1, Math.round(wait / 1000)) + " s…");
+      },
+    });
     var cancel = el.querySelector("form.cancel");
     if (cancel) cancel.addEventListener("submit", this.cancel.bind(this, cancel));
   }
-
-  Bar.prototype.schedule = function (ms) {
-    clearTimeout(this.timer);
-    if (this.stopped) return;
-    if (document.hidden) { this.timer = null; return; }  // resumed on visibilitychange
-    this.timer = setTimeout(this.poll.bind(this), ms);
-  };
-
-  Bar.prototype.poll = function () {
-    var self = this;
-    var headers = { Accept: "application/json" };
-    if (self.etag) headers["If-None-Match"] = self.etag;
-    fetch(self.url, { headers: headers, cache: "no-store", credentials: "same-origin" })
-      .then(function (response) {
-        var retryAfter = parseFloat(response.headers.get("Retry-After"));
-        if (response.status === 304) {
-          self.errors = 0;
-          self.setNotice("");
-          self.delay = Math.min(self.delay * 1.5, IDLE_MAX);
-          return self.schedule(jitter(self.delay));
-        }
-        if (response.status === 404 || response.status === 401 || response.status === 403) {
-          self.stopped = true;
-          return self.setNotice(response.status === 404 ? "This job no longer exists."
-                                                         : "Your session has ended: log in again.");
-        }
-        if (!response.ok) {
-          var err = new Error("HTTP " + response.status);
-          err.retryAfter = retryAfter;
-          throw err;
-        }
-        return response.json().then(function (data) {
-          self.errors = 0;
-          self.etag = response.headers.get("ETag");
-          self.delay = MIN_DELAY;
-          self.setNotice("");
-          self.render(data);
-          if (data.state === "lost" && data.retried_as) {
-            // The worker died and the job runs again as a new one: follow it.
-            self.follow(data.job, data.retried_as);
-            self.schedule(MIN_DELAY);
-          } else if (FINAL[data.state]) {
-            self.stopped = true;
-            self.el.dispatchEvent(new CustomEvent("progress:final", { bubbles: true, detail: data }));
-          } else {
-            self.schedule(jitter(self.delay));
-          }
-        });
-      })
-      .catch(function (err) {
-        self.errors += 1;
-        var wait = Math.min(MIN_DELAY * Math.pow(2, self.errors), ERROR_MAX);
-        if (err && err.retryAfter > 0) wait = Math.max(wait, err.retryAfter * 1000);
-        self.setNotice("Progress is temporarily unavailable; retrying in " + Math.max(1, Math.round(wait / 1000)) + " s…");
-        self.schedule(jitter(wait));
-      });
-  };
 
   Bar.prototype.follow = function (from, to) {
     // A page about the lost job (its reload on success) becomes the new job's page.
@@ -107,7 +66,7 @@
     }
     this.url = this.url.replace(from, to);
     this.el.setAttribute("data-progress-url", this.url);
-    this.etag = null;
+    this.poller.setUrl(this.url);
     var cancel = this.el.querySelector("form.cancel");
     if (cancel) cancel.action = cancel.action.replace(from, to);
   };
@@ -165,8 +124,7 @@
       return response.json();
     }).then(function (data) {
       self.render(data);
-      self.stopped = false;
-      if (!FINAL[data.state]) self.schedule(MIN_DELAY);
+      if (!FINAL[data.state]) self.poller.resume(MIN_DELAY);
     }).catch(function () {
       if (button) button.disabled = false;
       self.setNotice("Could not cancel; try again.");
@@ -232,9 +190,9 @@
       var bar = new Bar(nodes[i]);
       bars.push(bar);
       // A bar the server rendered as ended has nothing left to learn.
-      if (nodes[i].hasAttribute("data-final")) { bar.stopped = true; continue; }
+      if (nodes[i].hasAttribute("data-final")) { bar.poller.stop(); continue; }
       // Stagger the first polls so a page of bars doesn't fire at once.
-      bar.schedule(Math.round(Math.random() * 200));
+      bar.poller.schedule(Math.round(Math.random() * 200));
       if (nodes[i].hasAttribute("data-reload-on-success")) {
         nodes[i].addEventListener("progress:final", function (event) {
           if (event.detail.state === "succeeded") window.location.reload();
@@ -242,10 +200,6 @@
       }
     }
   }
-  document.addEventListener("visibilitychange", function () {
-    if (document.hidden) return;
-    bars.forEach(function (bar) { if (!bar.stopped) bar.schedule(0); });
-  });
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
   window.WebfarmProgress = { bars: bars };

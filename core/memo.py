@@ -7,7 +7,9 @@ stale, callers race for a lock with `add`: exactly one computes. The others
 get the stale value at once if there is one, or else wait up to `wait`
 seconds for the winner's value (and compute it themselves only if it does
 not come). With memcached unreachable every caller just computes. Values are
-JSON (never pickle: what is in memcached must not be able to run code).
+JSON (never pickle: what is in memcached must not be able to run code), and
+sealed (core.seal): a value someone else put there reads as missing, so
+callers only ever get back what `compute` returned.
 """
 
 import json
@@ -18,7 +20,9 @@ from typing import Any
 
 from pymemcache.exceptions import MemcacheError
 
-from progress.client import get_client
+from core.client import get_client
+from core.seal import seal, unseal
+from core.tampering import refused
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +48,8 @@ def get_or_set(
         if client.add(lock_key, b"1", expire=lock_for):
             try:
                 value = compute()
-                envelope = json.dumps({"v": value, "fresh_until": time.time() + ttl})
-                client.set(value_key, envelope.encode(), expire=ttl + stale_for)
+                envelope = json.dumps({"v": value, "fresh_until": time.time() + ttl}).encode()
+                client.set(value_key, seal(value_key, envelope), expire=ttl + stale_for)
                 return value
             finally:
                 client.delete(lock_key)
@@ -64,11 +68,16 @@ def get_or_set(
 
 
 def _read(client: Any, key: str) -> tuple[Any, float] | None:
-    raw = client.get(key)
+    raw = unseal("memo", key, client.get(key))
     if raw is None:
         return None
-    data = json.loads(raw)
-    return data["v"], data["fresh_until"]
+    try:
+        data = json.loads(raw)
+        value, fresh_until = data["v"], float(data["fresh_until"])
+    except (ValueError, RecursionError, TypeError, KeyError) as exc:
+        refused("memo", key, f"not an envelope: {exc}")
+        return None
+    return value, fresh_until
 
 
 def forget(key: str, *, warn: bool = True) -> bool:

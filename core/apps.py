@@ -1,0 +1,9 @@
+from django.apps import AppConfig
+
+
+class CoreConfig(AppConfig):
+    name = "core"
+    verbose_name = "memcached base"
+
+    def ready(self) -> None:
+        from core import checks  # noqa: F401 (registers the checks)

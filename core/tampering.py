@@ -1,0 +1,28 @@
+"""What a reader does with a value in memcached that this farm did not write.
+
+memcached is shared and unauthenticated: anyone who can reach it can write any
+key. Every reader checks what it reads; a value that fails the check is
+treated as missing (the reader falls back as it would after a restart), logged
+once a minute per kind, and counted as `memcached_refused{family}` so
+operators see that someone writes where they should not.
+"""
+
+import logging
+import time
+
+logger = logging.getLogger(__name__)
+
+WARN_EVERY = 60.0
+_warned: dict[str, float] = {}
+
+
+def refused(family: str, key: bytes | str, why: str) -> None:
+    """Note a refused value of key family `family` ("job", "dj", "q"...)."""
+    from core.counters import count_soon
+
+    now = time.monotonic()
+    if now - _warned.get(family, -WARN_EVERY) >= WARN_EVERY:
+        _warned[family] = now
+        text = key.decode(errors="replace") if isinstance(key, bytes) else str(key)
+        logger.warning("memcached value under %.120r refused (%s): not written by this farm", text, why)
+    count_soon("memcached_refused", family=family)

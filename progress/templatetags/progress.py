@@ -1,0 +1,47 @@
+"""Template tags of the progress app.
+
+{% load progress %}
+{% progress_assets %}            in <head>: the bar's CSS and JS
+{% progress_bar job record %}    a live bar for `job` (record: its JobRecord, optional)
+"""
+
+from typing import Any
+
+from django import template
+from django.middleware.csrf import get_token
+from django.templatetags.static import static
+from django.utils.html import format_html
+
+register = template.Library()
+
+
+@register.simple_tag
+def progress_assets() -> str:
+    # poller.js first: progress.js (and polls, the dashboard) build on it.
+    return format_html(
+        '<link rel="stylesheet" href="{}">\n'
+        '<script src="{}" defer></script>\n<script src="{}" defer></script>',
+        static("progress/progress.css"),
+        static("progress/poller.js"),
+        static("progress/progress.js"),
+    )
+
+
+@register.inclusion_tag("progress/widget.html", takes_context=True)
+def progress_bar(
+    context: template.Context, job: Any, record: Any = None, *, reload_on_success: bool = False
+) -> dict[str, Any]:
+    """A bar that follows `job` until it ends: state, percent, stage, ETA,
+    message, a cancel button while it runs and a download link when it
+    succeeded. With reload_on_success the page reloads when the job succeeds
+    (to show what it made)."""
+    request = context.get("request")
+    # A page rendered without the csrf context processor still gets a cancel that works.
+    csrf_token = context.get("csrf_token") or (get_token(request) if request is not None else None)
+    return {
+        "job": job,
+        "record": record,
+        "reload_on_success": reload_on_success,
+        "request": request,
+        "csrf_token": csrf_token,
+    }

@@ -1,0 +1,222 @@
+"""Taking messages out: claims, prefetching, delivery, and burying what
+cannot be delivered."""
+
+import logging
+import secrets
+import time
+from collections.abc import Sequence
+
+from pymemcache.exceptions import MemcacheClientError
+
+from core.tampering import refused
+from queues import entries
+from queues.entries import HOLE, BadEntry
+from queues.layout import (
+    DeadLetter,
+    Message,
+    QueueBase,
+    memcached_errors,
+    number,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class Consuming(QueueBase):
+    def claim(self) -> Message | None:
+        """One message, or None. Claims up to PREFETCH at a time when the queue
+        has them and hands them out one by one; a buffered message whose claim
+        is past half the visibility timeout is dropped, not handed out (it will
+        be redelivered to someone with time to finish it)."""
+        if not self._buffer:
+            messages = self.claim_many(self.prefetch)
+            now = time.monotonic()
+            self._buffer.extend((now, m) for m in messages)
+        buffered = self._from_buffer(1)
+        return buffered[0] if buffered else None
+
+    def _from_buffer(self, limit: int) -> list[Message]:
+        fresh_after = time.monotonic() - self.visibility_timeout / 2
+        out: list[Message] = []
+        while self._buffer and len(out) < limit:
+            claimed_at, message = self._buffer.popleft()
+            if claimed_at >= fresh_after:
+                out.append(message)
+        return out
+
+    def release(self, messages: Sequence[Message] | None = None) -> None:
+        """Give back claimed messages (by default the prefetched ones not yet
+        handed out): their claims are dropped so they can be delivered again
+        at once."""
+        given = [m for _, m in self._buffer] if messages is None else list(messages)
+        with memcached_errors():
+            keys = []
+            for message in given:
+                gen, index, _, _ = self._checked_receipt(message.receipt)
+                keys.append(self._key(gen, "c", index))
+            self.client.delete_many(keys, noreply=False)
+        if messages is None:
+            self._buffer.clear()
+
+    def claim_many(self, limit: int) -> list[Message]:
+        """Claim up to `limit` messages for the visibility timeout. Never blocks."""
+        messages = self._from_buffer(limit)
+        if len(messages) == limit:
+            return messages
+        with memcached_errors():
+            messages += self._take_missing(limit - len(messages))
+            if len(messages) < limit:
+                messages += self._take_fresh(limit - len(messages))
+            due = time.monotonic() - self._last_recover >= self.recover_interval
+            if len(messages) < limit and due:
+                messages += self._recover(limit - len(messages))
+            return messages
+
+    def _take_fresh(self, limit: int) -> list[Message]:
+        gen = self._generation()
+        head_key, tail_key = self._key(gen, "head"), self._key(gen, "tail")
+        n = limit
+        if not self._busy:
+            # Look before taking, so polling an empty queue takes no index.
+            found = self.client.get_many([head_key, tail_key])
+            tail, head = number(found.get(tail_key), -1), number(found.get(head_key), -1)
+            if tail is None or head is None or tail < 0 or head < 0:
+                self._counters_lost(gen)
+                return []
+            self._tail_seen = tail
+            available = tail - head
+            if available <= 0:
+                return []
+            n = min(limit, available)
+            self._busy = available > n
+        try:
+            last = self.client.incr(head_key, n)
+        except MemcacheClientError:
+            last = None
+        if last is None:
+            self._counters_lost(gen)
+            return []
+        # On a busy queue we took without looking; an index past the tail is
+        # then held (in _missing) for the next producer, like any unwritten one.
+        messages = self._deliver(gen, range(last - n + 1, last + 1), recovering=False)
+        self._busy = self._busy and len(messages) == n
+        return messages
+
+    def _take_missing(self, limit: int) -> list[Message]:
+        """Indexes this consumer took whose entries were not written yet."""
+        if not self._missing or self._gen is None:
+            return []
+        # Indexes past the tail last seen have no producer yet: no trip for them.
+        due = [i for i in sorted(self._missing) if i <= self._tail_seen][: max(limit, 1)]
+        return self._deliver(self._gen, due, recovering=False) if due else []
+
+    def _deliver(self, gen: str, indexes: Sequence[int], *, recovering: bool) -> list[Message]:
+        keys = {i: self._key(gen, "m", i) for i in indexes}
+        tail_key = self._key(gen, "tail")
+        found = self.client.gets_many([*keys.values(), tail_key])
+        # An index past the tail (a busy consumer took it without looking) has
+        # no producer yet: it is never a hole, or the floor would pass it and
+        # the producer that takes it later would write below the floor.
+        tail = self._tail_seen = number(found.get(tail_key, (None, None))[0], 0) or 0
+        now = time.monotonic()
+        ready: dict[int, tuple[bytes, int]] = {}
+        holes = []
+        for i, key in keys.items():
+            raw, version = found.get(key, (None, None))
+            if raw is None:
+                # Past the horizon an empty index has waited long enough already.
+                seen = self._missing.setdefault(i, 0.0 if recovering else now)
+                if now - seen >= self.hole_wait and i <= tail:
+                    holes.append(i)
+                continue
+            self._missing.pop(i, None)
+            if not entries.is_finished(raw):
+                ready[i] = (raw, int(version))  # a message, or something that claims to be one
+        if holes:
+            marked = self.client.add_many({keys[i]: HOLE for i in holes}, self.hole_ttl)
+            self._stat("holes", sum(1 for ok in marked.values() if ok))
+            for i in holes:
+                if marked[keys[i]]:
+                    self._missing.pop(i, None)
+                else:
+                    self._missing[i] = 0.0  # its producer won the race: read it next time
+        if not ready:
+            return []
+        # The claim only has to exist: receipts are checked against the entry's version.
+        tokens = {i: secrets.token_hex(8) for i in ready}
+        claim_keys = {i: self._key(gen, "c", i) for i in ready}
+        claimed = self.client.add_many(
+            {claim_keys[i]: tokens[i].encode() for i in ready}, self.visibility_timeout
+        )
+        taken, dead, rewrites = [], [], {}
+        for i, (raw, version) in ready.items():
+            if not claimed[claim_keys[i]]:
+                continue  # someone else holds it
+            try:
+                entry = entries.decode(self.key_base, raw)
+            except BadEntry as exc:
+                dead.append((i, "", None, raw, 1, str(exc)))
+                continue
+            redeliveries = entry.redeliveries + 1 if recovering else entry.redeliveries
+            if redeliveries >= self.max_deliveries and not self.dead:
+                reason = f"delivered {redeliveries} times without being acknowledged"
+                dead.append((i, "", entry.enqueued_at, entry.body, redeliveries, reason))
+                continue
+            if redeliveries != entry.redeliveries:
+                # A new version: the receipts of earlier deliveries no longer match it.
+                rewrites[keys[i]] = entries.with_redeliveries(raw, redeliveries)
+            taken.append((i, version, entry, redeliveries))
+        if rewrites:  # we hold these claims: nobody else writes the entries now
+            self.client.set_many(rewrites, expire=self.entry_ttl, noreply=False)
+            versions = self.client.gets_many(list(rewrites))
+            taken = [
+                (i, int(versions[keys[i]][1]) if keys[i] in versions else v, e, n) for i, v, e, n in taken
+            ]
+        messages = []
+        for i, version, entry, redeliveries in taken:
+            receipt, _ = entries.new_receipt(self.key_base, gen, i, version)
+            messages.append(
+                Message(
+                    queue=self.name,
+                    index=i,
+                    body=entry.body,
+                    receipt=receipt,
+                    redelivered=redeliveries > 0 or recovering,
+                    enqueued_at=entry.enqueued_at,
+                    redeliveries=redeliveries,
+                    generation=gen,
+                )
+            )
+        if dead:
+            self._bury(gen, dead)
+        if messages:
+            self._stat("out", len(messages))
+            if recovering:
+                self._stat("redelivered", len(messages))
+        return messages
+
+    def _bury(self, gen: str, dead: list[tuple[int, str, float | None, bytes, int, str]]) -> None:
+        """Move claimed entries to the dead letters, then finish them here."""
+        if self.dead:
+            # A dead letter that is not ours: dropped (it is counted as refused).
+            for i, _, _, _, _, reason in dead:
+                refused("queue", self._key(gen, "m", i), reason)
+        else:
+            now = time.time()
+            letters = [
+                DeadLetter(
+                    reason=reason,
+                    queue=self.name,
+                    index=i,
+                    deliveries=deliveries,
+                    enqueued_at=enqueued_at,
+                    dead_at=now,
+                    body=body,
+                ).to_json()
+                for i, _, enqueued_at, body, deliveries, reason in dead
+            ]
+            for i, _, _, _, _, reason in dead:
+                logger.warning("queue %s: message %s:%s to the dead letters: %s", self.name, gen, i, reason)
+            self.dead_letters().put_many(letters)
+            self._stat("dead", len(dead))
+        self._finish([(gen, i) for i, *_ in dead])

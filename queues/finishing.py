@@ -1,0 +1,146 @@
+"""Finishing messages: ack, reject, extend, bury, all checked against the
+receipt the delivery issued."""
+
+from collections.abc import Sequence
+
+from queues import entries
+from queues.entries import ACKED, BadEntry
+from queues.exceptions import (
+    ClaimLost,
+    InvalidReceipt,
+)
+from queues.layout import (
+    Message,
+    QueueBase,
+    memcached_errors,
+)
+
+
+class Finishing(QueueBase):
+    def _checked_receipt(self, receipt: object) -> tuple[str, int, int, str]:
+        """(generation, index, version, token) of a receipt this farm issued
+        for this queue; InvalidReceipt for anything else (malformed, forged)."""
+        parsed = entries.parse_receipt(receipt)
+        if parsed is None:
+            raise InvalidReceipt("malformed receipt")
+        if not entries.issued_here(self.key_base, *parsed):
+            raise InvalidReceipt("this receipt was not issued by this queue")
+        return parsed
+
+    def ack(self, receipt: str) -> None:
+        """The message is done. Raises ClaimLost if another consumer holds it
+        now (its claim expired and it was delivered again)."""
+        if self.ack_many([receipt]):
+            raise ClaimLost("the message's claim expired and another consumer holds it now")
+
+    def ack_many(self, receipts: Sequence[str]) -> list[str]:
+        """Finish the messages, in one round trip: a `cas` on each entry at the
+        version its receipt names. Returns the receipts refused because their
+        message was delivered again since (another consumer holds it now). An
+        ack after the visibility timeout that nobody took over still counts
+        (at-least-once)."""
+        parsed = [self._checked_receipt(r) for r in receipts]
+        if not parsed:
+            return []
+        with memcached_errors():
+            results = self.client.cas_many(
+                [(self._key(gen, "m", i), ACKED, version) for gen, i, version, _ in parsed], self.finished_ttl
+            )
+            done = [(gen, i) for (gen, i, _, _), ok in zip(parsed, results, strict=True) if ok is not False]
+            self.client.delete_many([self._key(gen, "c", i) for gen, i in done], noreply=True)
+            self._stat("acked", sum(1 for ok in results if ok))
+        return [receipt for receipt, ok in zip(receipts, results, strict=True) if ok is False]
+
+    def _still_mine(
+        self, parsed: list[tuple[str, int, int, str]], receipts: Sequence[str]
+    ) -> tuple[list[tuple[str, int]], list[str]]:
+        """Split receipts into those whose entry is as they received it (or
+        gone) and those whose message was delivered again since."""
+        if not parsed:
+            return [], []
+        found = self.client.gets_many([self._key(gen, "m", i) for gen, i, _, _ in parsed])
+        mine, lost = [], []
+        for (gen, i, version, _), receipt in zip(parsed, receipts, strict=True):
+            _, now = found.get(self._key(gen, "m", i), (None, None))
+            if now is None or int(now) == version:
+                mine.append((gen, i))
+            else:
+                lost.append(receipt)
+        return mine, lost
+
+    def _finish(self, finished: Sequence[tuple[str, int]]) -> None:
+        """Mark entries acked (deleted once the floor passes them) and drop
+        their claims, in one round trip."""
+        if not finished:
+            return
+        self.client.set_many(
+            {self._key(gen, "m", i): ACKED for gen, i in finished}, expire=self.finished_ttl, noreply=False
+        )
+        self.client.delete_many([self._key(gen, "c", i) for gen, i in finished], noreply=True)
+
+    def extend(self, receipts: Sequence[str], seconds: int | None = None) -> None:
+        """Keep claims alive: their messages stay hidden `seconds` more."""
+        if not receipts:
+            return
+        seconds = seconds or self.visibility_timeout
+        with memcached_errors():
+            keys = []
+            for receipt in receipts:
+                gen, i, _, _ = self._checked_receipt(receipt)
+                keys.append(self._key(gen, "c", i))
+            self.client.touch_many(keys, int(seconds))
+
+    def reject(self, receipt: str) -> int | None:
+        """Put the message back at the tail, marked redelivered; returns its new
+        index, or None if it went to the dead letters (rejected once too
+        often) or was already finished. ClaimLost if another consumer holds it."""
+        parsed = self._checked_receipt(receipt)
+        gen, i = parsed[:2]
+        with memcached_errors():
+            mine, lost = self._still_mine([parsed], [receipt])
+            if lost:
+                raise ClaimLost("the message's claim expired and another consumer holds it now")
+            raw = self.client.get(self._key(gen, "m", i))
+            if raw is None or entries.is_finished(raw):
+                return None
+            try:
+                entry = entries.decode(self.key_base, raw)
+            except BadEntry as exc:
+                self._bury(gen, [(i, receipt, None, raw, 1, str(exc))])
+                return None
+            redeliveries = entry.redeliveries + 1
+            if redeliveries >= self.max_deliveries and not self.dead:
+                reason = f"rejected or redelivered {redeliveries} times"
+                self._bury(gen, [(i, receipt, entry.enqueued_at, entry.body, redeliveries, reason)])
+                return None
+            (index,) = self.put_many([entry.body], redeliveries=redeliveries)
+            self._finish(mine)
+            return index
+
+    def bury(self, message: Message, reason: str) -> None:
+        """Send a claimed message to the dead letters: its consumer cannot
+        process it (malformed, not what the queue carries). The ones behind
+        it go on."""
+        self.bury_many([(message, reason)])
+
+    def bury_many(self, messages: Sequence[tuple[Message, str]]) -> None:
+        if not messages:
+            return
+        parsed = [self._checked_receipt(m.receipt) for m, _ in messages]
+        with memcached_errors():
+            mine, _ = self._still_mine(parsed, [m.receipt for m, _ in messages])
+            keep = set(mine)
+            by_gen: dict[str, list] = {}
+            for (message, reason), (gen, i, _, _) in zip(messages, parsed, strict=True):
+                if (gen, i) in keep:  # not taken over by another consumer meanwhile
+                    letter = (
+                        i,
+                        message.receipt,
+                        message.enqueued_at,
+                        message.body,
+                        message.redeliveries + 1,
+                        reason,
+                    )
+                    by_gen.setdefault(gen, []).append(letter)
+            for gen, letters in by_gen.items():
+                self._bury(gen, letters)

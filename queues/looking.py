@@ -1,0 +1,94 @@
+"""Looking at a queue without consuming it: stats, peek, purge."""
+
+from queues import entries
+from queues.entries import BadEntry
+from queues.layout import (
+    SCAN_BATCH,
+    STATS,
+    Message,
+    QueueBase,
+    memcached_errors,
+    number,
+)
+
+
+class Looking(QueueBase):
+    def stats(self) -> dict[str, int]:
+        """Depth and counters in one round trip (two when there are dead letters)."""
+        with memcached_errors():
+            gen = self._generation()
+            keys = [self._key(gen, k) for k in ("tail", "head", "floor")]
+            dead_gen_key = f"d{self.key_base}:gen"
+            keys += [self._stat_key(n) for n in STATS] + [dead_gen_key]
+            found = self.client.get_many(keys)
+            tail, head, floor = (number(found.get(k), 0) or 0 for k in keys[:3])
+            result = {
+                "ready": max(tail - head, 0),
+                "unfinished": max(min(head, tail) - floor + 1, 0),
+                "tail": tail,
+                "head": head,
+                "floor": floor,
+                **{n: number(found.get(self._stat_key(n)), 0) or 0 for n in STATS},
+                "dead_letters": 0,
+            }
+            dead_gen = found.get(dead_gen_key)
+            if dead_gen is not None and not self.dead:
+                # Not yet finished: waiting, or being looked at (claimed).
+                dead = self.dead_letters()
+                dead_keys = [dead._key(dead_gen.decode(errors="replace"), k) for k in ("tail", "floor")]
+                counts = self.client.get_many(dead_keys)
+                dead_tail, dead_floor = (
+                    number(counts.get(dead_keys[0]), 0),
+                    number(counts.get(dead_keys[1]), 1),
+                )
+                result["dead_letters"] = max((dead_tail or 0) - (dead_floor or 1) + 1, 0)
+            return result
+
+    def holds_nothing(self) -> bool:
+        """No message waits, is claimed or lies in the dead letters."""
+        stats = self.stats()
+        return not stats["ready"] and not stats["dead_letters"] and not self.peek(1)
+
+    def peek(self, limit: int) -> list[Message]:
+        """Up to `limit` unfinished messages from the floor on, without claiming
+        them (their receipts are empty): for looking, not for consuming."""
+        with memcached_errors():
+            gen = self._generation()
+            found = self.client.get_many([self._key(gen, "floor"), self._key(gen, "tail")])
+            floor = number(found.get(self._key(gen, "floor")), 1) or 1
+            tail = number(found.get(self._key(gen, "tail")), 0) or 0
+            seen: list[Message] = []
+            for start in range(floor, tail + 1, SCAN_BATCH):
+                batch = range(start, min(start + SCAN_BATCH, tail + 1))
+                values = self.client.get_many([self._key(gen, "m", i) for i in batch])
+                for i in batch:
+                    raw = values.get(self._key(gen, "m", i))
+                    if raw is None or entries.is_finished(raw):
+                        continue
+                    try:
+                        entry = entries.decode(self.key_base, raw)
+                    except BadEntry:
+                        continue
+                    seen.append(
+                        Message(self.name, i, entry.body, "", entry.redeliveries > 0, entry.enqueued_at)
+                    )
+                    if len(seen) >= limit:
+                        return seen
+            return seen
+
+    def purge(self) -> int:
+        """Drop every message: move to a new generation, then delete the old
+        entries. Returns how many indexes were cleared."""
+        with memcached_errors():
+            gen = self._generation()
+            stats = self.stats()
+            self._counters_lost(gen, reason="purges")
+            cleared = 0
+            for start in range(stats["floor"], stats["tail"] + 1, SCAN_BATCH):
+                batch = range(start, min(start + SCAN_BATCH, stats["tail"] + 1))
+                keys = [self._key(gen, "m", i) for i in batch] + [self._key(gen, "c", i) for i in batch]
+                self.client.delete_many(keys, noreply=False)
+                cleared += len(batch)
+            for key in ("tail", "head", "floor", "scan"):
+                self.client.delete(self._key(gen, key), noreply=False)
+            return cleared

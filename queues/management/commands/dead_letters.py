@@ -1,0 +1,66 @@
+from datetime import UTC, datetime
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from queues.core import DeadLetter, Queue
+from queues.exceptions import QueueError
+
+BATCH = 200
+
+
+def _when(timestamp: float | None) -> str:
+    if timestamp is None:
+        return "-"
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+class Command(BaseCommand):
+    help = (
+        "Show a queue's dead letters (messages no consumer could process), put them back "
+        "into the queue (--requeue) or drop them (--purge). HTTP front queues are http.<name>."
+    )
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("queue", help="the queue's name: sitelog, poll-votes, http.<name>...")
+        action = parser.add_mutually_exclusive_group()
+        action.add_argument(
+            "--requeue", action="store_true", help="put every dead letter back into the queue"
+        )
+        action.add_argument("--purge", action="store_true", help="drop every dead letter")
+        parser.add_argument("--limit", type=int, default=20, help="how many to show (default 20)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            queue = Queue(options["queue"])
+            dead = queue.dead_letters()
+            if options["purge"]:
+                waiting = queue.stats()["dead_letters"]
+                dead.purge()
+                self.stdout.write(f"dropped {waiting} dead letters of {queue.name}")
+            elif options["requeue"]:
+                self.stdout.write(f"put {self._requeue(queue, dead)} dead letters back into {queue.name}")
+            else:
+                self._show(queue, dead, options["limit"])
+        except QueueError as exc:
+            raise CommandError(str(exc)) from exc
+
+    def _show(self, queue: Queue, dead: Queue, limit: int) -> None:
+        self.stdout.write(f"{queue.stats()['dead_letters']} dead letters of {queue.name}")
+        for message in dead.peek(limit):  # looking takes nothing away
+            letter = DeadLetter.from_json(message.body)
+            when = f"enqueued {_when(letter.enqueued_at)}, buried {_when(letter.dead_at)}"
+            self.stdout.write(
+                f"- #{letter.index}, {letter.deliveries} deliveries, {when}: {letter.reason}\n"
+                f"    {letter.body[:300]!r}"
+            )
+
+    def _requeue(self, queue: Queue, dead: Queue) -> int:
+        moved = 0
+        while letters := dead.claim_many(BATCH):
+            queue.put_many([DeadLetter.from_json(m.body).body for m in letters])
+            dead.ack_many([m.receipt for m in letters])
+            moved += len(letters)
+        dead.recover_interval = 0  # one more pass moves the floor past them: none waits now
+        dead.claim_many(1)
+        return moved

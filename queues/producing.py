@@ -1,0 +1,135 @@
+"""Putting messages in: indexes from the tail (in reserved blocks when
+putting fast), entries written with `add`."""
+
+import time
+from collections.abc import Sequence
+
+from pymemcache.exceptions import MemcacheClientError, MemcacheServerError
+
+from core.tampering import refused
+from queues import entries
+from queues.exceptions import (
+    MessageTooLarge,
+    QueueFull,
+    QueueUnavailable,
+    is_full,
+)
+from queues.layout import (
+    ATTEMPTS,
+    BURST_GAP,
+    MAX_BLOCK,
+    QueueBase,
+    memcached_errors,
+)
+
+
+class Producing(QueueBase):
+    def put(self, body: bytes) -> int:
+        """Enqueue one message; returns its index."""
+        return self.put_many([body])[0]
+
+    def put_many(self, bodies: Sequence[bytes], *, redeliveries: int = 0) -> list[int]:
+        """Enqueue messages in one round trip (plus one for the index range).
+
+        Raises QueueFull when memcached refuses to store; its `stored` lists the
+        positions in `bodies` that were enqueued all the same.
+        """
+        for body in bodies:
+            if len(body) > self.max_bytes:
+                raise MessageTooLarge(f"message of {len(body)} bytes is over the {self.max_bytes} limit")
+        if not bodies:
+            return []
+        encoded = [entries.encode(self.key_base, body, redeliveries=redeliveries) for body in bodies]
+        indexes: list[int | None] = [None] * len(encoded)
+        written_in: dict[int, str] = {}  # position -> generation its entry went into
+        todo = list(range(len(encoded)))
+        with memcached_errors():
+            for _ in range(ATTEMPTS):
+                gen = self._generation()
+                taken = self._take_indexes(gen, len(todo))
+                if taken is None:
+                    self._counters_lost(gen)
+                    continue
+                keys = {pos: self._key(gen, "m", taken[n]) for n, pos in enumerate(todo)}
+                try:
+                    results, alive = self._add_entries(gen, {keys[pos]: encoded[pos] for pos in todo})
+                except MemcacheServerError as exc:
+                    if not is_full(exc):
+                        raise
+                    stored = self._stored_after_error(keys, encoded)
+                    self._stat("full")
+                    error = QueueFull("memcached is full: message not stored")
+                    error.stored = [
+                        pos for pos in range(len(encoded)) if indexes[pos] is not None or pos in stored
+                    ]
+                    raise error from exc
+                if not alive:
+                    # memcached lost this generation (restarted, flushed) after
+                    # the indexes were taken: no consumer will read there.
+                    # Everything written into it goes again into a new one.
+                    lost = [pos for pos, g in written_in.items() if g == gen]
+                    stale = [keys[pos] for pos in todo if results[keys[pos]]]
+                    self.client.delete_many(stale + [self._key(gen, "m", indexes[p]) for p in lost])
+                    for pos in lost:
+                        indexes[pos] = None
+                        del written_in[pos]
+                    todo = sorted(todo + lost)
+                    self._counters_lost(gen)
+                    continue
+                retry = []
+                for n, pos in enumerate(todo):
+                    if results[keys[pos]]:
+                        indexes[pos] = taken[n]
+                        written_in[pos] = gen
+                    else:  # a consumer gave up waiting and marked the index a hole
+                        retry.append(pos)
+                self._stat("in", len(todo) - len(retry))
+                todo = retry
+                if not todo:
+                    return [i for i in indexes if i is not None]
+        raise QueueUnavailable("could not find free indexes; the queue is being reset repeatedly")
+
+    def _add_entries(self, gen: str, values: dict[str, bytes]) -> tuple[dict[str, bool], bool]:
+        """`add` the entries, then, in the same round trip, check that the
+        generation still has its tail: an empty `append` stores only onto an
+        existing key and changes nothing. Indexes come from a reserve or from
+        an incr a moment earlier; if memcached lost everything since, the adds
+        succeed into a key space nobody reads, and only this tells."""
+        wire = self.client.wire_key
+        commands = [
+            b"add %s 0 %d %d\r\n%s\r\n" % (wire(key), self.entry_ttl, len(value), value)
+            for key, value in values.items()
+        ]
+        commands.append(b"append %s 0 0 0\r\n\r\n" % wire(self._key(gen, "tail")))
+        lines = self.client.pipeline(commands, b"add")
+        stored = {key: line == b"STORED" for key, line in zip(values, lines, strict=False)}
+        return stored, lines[-1] == b"STORED"
+
+    def _take_indexes(self, gen: str, count: int) -> list[int] | None:
+        """`count` indexes for new entries: from this producer's reserve, else
+        from the tail. A producer putting fast reserves a growing block with
+        one incr, so most puts cost one round trip; reserved indexes it does
+        not use in time simply become holes that consumers skip."""
+        now = time.monotonic()
+        fast = now - self._last_put < BURST_GAP
+        self._last_put = now
+        if self._reserve_gen != gen or now - self._reserved_at > self.hole_wait / 2:
+            self._reserve.clear()
+        if len(self._reserve) < count:
+            self._block = min(self._block * 2, MAX_BLOCK) if fast else 1
+            want = count - len(self._reserve) + (self._block - 1 if count == 1 else 0)
+            try:
+                last = self.client.incr(self._key(gen, "tail"), want)
+            except MemcacheClientError:  # "non-numeric value": not a tail of ours
+                refused("queue", self._key(gen, "tail"), "not a number")
+                return None
+            if last is None:
+                return None
+            self._reserve.extend(range(last - want + 1, last + 1))
+            self._reserve_gen, self._reserved_at = gen, now
+        return [self._reserve.popleft() for _ in range(count)]
+
+    def _stored_after_error(self, keys: dict[int, str], encoded: list[bytes]) -> set[int]:
+        """After an error part-way through a pipeline, which entries are ours?"""
+        found = self.client.get_many(list(keys.values()))
+        return {pos for pos, key in keys.items() if found.get(key) == encoded[pos]}

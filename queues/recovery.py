@@ -1,0 +1,86 @@
+"""The recovery scan: from the floor to the head, redeliver what lost its
+claim, mark holes, move the floor and delete the acked entries it passes."""
+
+import time
+
+from core.tampering import refused
+from queues import entries
+from queues.entries import ACKED
+from queues.layout import (
+    SCAN_BATCH,
+    SCAN_TTL,
+    Message,
+    QueueBase,
+    number,
+)
+
+
+class Recovery(QueueBase):
+    def _recover(self, limit: int) -> list[Message]:
+        """Walk from the floor to the head: redeliver entries whose claim
+        expired, mark long-empty indexes as holes, move the floor past the
+        finished prefix and delete the acked entries it passed."""
+        self._last_recover = time.monotonic()
+        gen = self._generation()
+        floor_key, head_key, scan_key = (self._key(gen, k) for k in ("floor", "head", "scan"))
+        found = self.client.get_many([floor_key, head_key, scan_key])
+        if head_key not in found:
+            return []
+        floor, head = number(found.get(floor_key), 1), number(found[head_key], 0)
+        if floor is None or head is None:
+            self._counters_lost(gen)
+            return []
+        horizon = self._horizon(scan_key, found.get(scan_key), head)
+        messages: list[Message] = []
+        done_until = floor  # first index not known to be finished
+        passed: list[int] = []  # acked entries the floor moves past
+        prefix_open = True
+        start = floor
+        while start <= head and len(messages) < limit:
+            batch = range(start, min(start + SCAN_BATCH, head + 1))
+            keys = [self._key(gen, "m", i) for i in batch] + [self._key(gen, "c", i) for i in batch]
+            values = self.client.get_many(keys)
+            unclaimed = []
+            for i in batch:
+                entry = values.get(self._key(gen, "m", i))
+                if prefix_open and entries.is_finished(entry):
+                    done_until = i + 1
+                    if entry[:1] == ACKED:
+                        passed.append(i)
+                else:
+                    prefix_open = False
+                claimed = self._key(gen, "c", i) in values
+                abandoned = entry is None or (not entries.is_finished(entry) and not claimed)
+                if abandoned and i <= horizon:
+                    unclaimed.append(i)
+            if unclaimed:
+                messages += self._deliver(gen, unclaimed[: limit - len(messages)], recovering=True)
+            start = batch.stop
+        if done_until > floor:
+            self.client.set(floor_key, str(done_until).encode(), noreply=False)
+            # Nobody reads below the floor. Holes stay until they expire: a
+            # producer that took such an index long ago must still lose its add.
+            self.client.delete_many([self._key(gen, "m", i) for i in passed], noreply=True)
+        return messages
+
+    def _horizon(self, scan_key: str, stored: bytes | None, head: int) -> int:
+        """The head as some consumer saw it at least HOLE_WAIT ago (0 if none).
+
+        An index above it may have been taken a moment ago by a consumer about
+        to write its claim, or handed to a producer about to write its entry;
+        at or below it, an unclaimed entry was abandoned and an empty index can
+        be marked a hole. Kept in memcached so a consumer that lives for one
+        call (a periodic drain) judges as well as one that lives for days.
+        """
+        now = time.time()
+        horizon, at = 0, None
+        if stored:
+            try:
+                value, _, when = stored.decode().partition(":")
+                horizon, at = int(value), float(when)
+            except ValueError:
+                refused("queue", scan_key, "not a horizon")
+        aged = at is not None and now - at >= max(self.recover_interval, self.hole_wait)
+        if at is None or aged:
+            self.client.set(scan_key, f"{head}:{now:.3f}".encode(), expire=SCAN_TTL, noreply=False)
+        return min(horizon, head) if aged else 0

@@ -1,0 +1,91 @@
+"""What a memcached server holds, key by key, read with `lru_crawler metadump`."""
+
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from urllib.parse import unquote_to_bytes
+
+from pymemcache.client.base import Client
+
+# memcached keeps time in whole seconds from its own start: a TTL read back
+# from `exp` may be this much longer than the one written.
+CLOCK_SLACK = 2
+
+
+@dataclass(frozen=True)
+class Item:
+    key: str
+    expires: int  # Unix time; -1 for never
+    size: int
+
+    def ttl(self, now: float | None = None) -> float | None:
+        """Seconds left, or None for an item that never expires."""
+        if self.expires < 0:
+            return None
+        return self.expires - (time.time() if now is None else now)
+
+
+def _command(address: str, command: bytes, end: bytes) -> bytes:
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(command)
+        data = b""
+        while not data.endswith(end):
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                break
+            data += chunk
+    return data
+
+
+def items(address: str, prefix: str = "") -> list[Item]:
+    """Every live item whose key starts with `prefix`."""
+    raw = _command(address, b"lru_crawler metadump all\r\n", b"END\r\n")
+    found = []
+    for line in raw.decode(errors="replace").splitlines():
+        if not line.startswith("key="):
+            continue
+        fields = dict(part.split("=", 1) for part in line.split(" ") if "=" in part)
+        key = unquote_to_bytes(fields["key"]).decode(errors="replace")
+        if key.startswith(prefix):
+            found.append(
+                Item(key=key, expires=int(fields.get("exp", "-1")), size=int(fields.get("size", "0")))
+            )
+    return found
+
+
+def stats(address: str) -> dict[str, int]:
+    raw = _command(address, b"stats\r\n", b"END\r\n")
+    values = {}
+    for line in raw.decode().splitlines():
+        parts = line.split(" ")
+        if len(parts) == 3 and parts[0] == "STAT" and parts[2].lstrip("-").isdigit():
+            values[parts[1]] = int(parts[2])
+    return values
+
+
+def reclaim_expired(address: str) -> None:
+    """Have memcached's LRU crawler free expired items now (it does so on its
+    own, lazily), so curr_items and bytes count only live ones."""
+    _command(address, b"lru_crawler crawl all\r\n", b"\r\n")
+
+
+def plant(address: str, key: str, value: bytes, flags: int = 0, ttl: int = 300) -> None:
+    """Write a raw value as anyone who can reach memcached could."""
+    command = b"set %s %d %d %d\r\n%s\r\n" % (key.encode(), flags, ttl, len(value), value)
+    reply = _command(address, command, b"\r\n")
+    assert reply == b"STORED\r\n", reply
+
+
+@contextmanager
+def raw_client(address: str, namespace: str = "") -> Iterator[Client]:
+    """A plain pymemcache client to one server (keys under `namespace:` when
+    given), as anyone who can reach memcached would have; closed afterwards."""
+    host, port = address.rsplit(":", 1)
+    client = Client((host, int(port)), key_prefix=f"{namespace}:".encode() if namespace else b"")
+    try:
+        yield client
+    finally:
+        client.close()

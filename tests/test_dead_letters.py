@@ -1,0 +1,209 @@
+"""One bad message never stops a consumer: what memcached holds that this farm
+did not write, and what no consumer can finish, goes to the queue's dead
+letters, and everything behind it flows on. On a real memcached."""
+
+import json
+import time
+
+import pytest
+from django.core.management import call_command
+
+from core.client import server_client
+from queues.core import DeadLetter, Queue
+from queues.entries import encode
+from queues.exceptions import ClaimLost, InvalidReceipt
+from tests.processes import wait_for
+
+
+@pytest.fixture
+def fast(settings):
+    settings.QUEUES = {
+        **settings.QUEUES,
+        "HOLE_WAIT": 0.2,
+        "RECOVER_INTERVAL": 0.0,
+        "VISIBILITY_TIMEOUT": 1,
+        "MAX_DELIVERIES": 3,
+    }
+
+
+def _plant(queue: Queue, value: bytes) -> int:
+    """Write an entry as anyone who can reach memcached could: take an index
+    the way a producer does and put `value` there."""
+    gen = queue._generation()
+    client = server_client(f"q:{queue.name}")
+    index = client.incr(f"q:{queue.name}:{gen}:tail", 1)
+    client.set(f"q:{queue.name}:{gen}:m:{index}", value)
+    return index
+
+
+def _dead(queue: Queue) -> list[DeadLetter]:
+    dead = queue.dead_letters()
+    letters = dead.claim_many(100)
+    dead.ack_many([m.receipt for m in letters])
+    return [DeadLetter.from_json(m.body) for m in letters]
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        b"M0 1700000000.000 " + b"0" * 32 + b"\n" + b'{"task": "evil"}',  # our format, a made-up MAC
+        b"garbage",
+        b"",
+        b"M0 1e20 " + b"0" * 32 + b"\n",
+        b"\x80\x04\x95pickle",
+        b"M0 1700000000.000 " + b"x" * 5000,
+    ],
+    ids=["forged-mac", "garbage", "empty", "huge-time", "pickle", "no-newline"],
+)
+def test_a_planted_entry_goes_to_the_dead_letters_and_the_rest_flows(fast, planted):
+    queue = Queue("planted")
+    queue.put(b"before")
+    index = _plant(queue, planted)
+    queue.put(b"after")
+    got = [m.body for m in queue.claim_many(10)]
+    assert got == [b"before", b"after"]
+    (letter,) = _dead(queue)
+    assert letter.index == index and letter.queue == "planted" and letter.body == planted
+    assert "farm" in letter.reason or "format" in letter.reason or "MAC" in letter.reason
+    stats = queue.stats()
+    assert stats["dead"] == 1 and stats["out"] == 2
+
+
+def test_a_message_copied_from_another_queue_is_refused():
+    """A real message of ours, moved: its MAC names the queue it was put in."""
+    other = Queue("votes-elsewhere")
+    other.put(b'{"choice": 1}')
+    gen = other._generation()
+    raw = server_client("q:votes-elsewhere").get(f"q:votes-elsewhere:{gen}:m:1")
+    target = Queue("copied-into")
+    _plant(target, raw)
+    assert target.claim_many(5) == []
+    (letter,) = _dead(target)
+    assert "MAC" in letter.reason
+
+
+def test_a_message_no_consumer_finishes_goes_to_the_dead_letters_after_max_deliveries(fast):
+    queue = Queue("poison")
+    queue.put_many([b"poison", b"fine"])
+    deliveries = []
+
+    def consume_once() -> bool:
+        for message in queue.claim_many(5):
+            if message.body == b"poison":
+                deliveries.append(message.redeliveries)  # the consumer crashes on it: no ack
+            else:
+                queue.ack(message.receipt)
+        return bool(_dead_waiting(queue))
+
+    wait_for(consume_once, timeout=20, interval=0.1, what="the poison message to be buried")
+    assert deliveries == [0, 1, 2]  # MAX_DELIVERIES = 3, then the dead letters
+    (letter,) = _dead(queue)
+    assert (
+        letter.body == b"poison" and letter.deliveries == 3 and "without being acknowledged" in letter.reason
+    )
+    assert queue.claim_many(5) == []
+
+
+def _dead_waiting(queue: Queue) -> int:
+    return queue.stats()["dead_letters"]
+
+
+def test_rejecting_a_message_over_and_over_buries_it(fast):
+    queue = Queue("rejected")
+    queue.put(b"never right")
+    for _ in range(2):
+        assert queue.reject(queue.claim().receipt) is not None
+    assert queue.reject(queue.claim().receipt) is None  # the third rejection buries it
+    assert queue.claim() is None
+    (letter,) = _dead(queue)
+    assert letter.body == b"never right" and letter.deliveries == 3
+
+
+def test_a_consumer_buries_what_it_cannot_process_and_its_neighbours_are_acked():
+    queue = Queue("consumer")
+    queue.put_many([b"1", b"[]", b"3"])
+    messages = queue.claim_many(3)
+    queue.bury(messages[1], "not a number")
+    queue.ack_many([messages[0].receipt, messages[2].receipt])
+    (letter,) = _dead(queue)
+    assert (letter.body, letter.reason, letter.deliveries) == (b"[]", "not a number", 1)
+    assert queue.stats()["acked"] == 2
+
+
+def test_a_forged_receipt_is_refused_and_the_message_stays_claimed(fast):
+    queue = Queue("forged")
+    queue.put(b"mine")
+    message = queue.claim()
+    gen, index, version, token = message.receipt.split(".")
+    forged = f"{gen}.{index}.{version}.{'0' * 48}"
+    one_off = token[:-1] + ("1" if token[-1] == "0" else "0")
+    others = (f"{gen}.{index}.{version}.{one_off}", f"{gen}.{int(index) + 1}.{version}.{token}")
+    for receipt in (forged, *others, f"{gen}.{index}.{int(version) + 1}.{token}"):
+        with pytest.raises(InvalidReceipt):
+            queue.ack(receipt)
+        with pytest.raises(InvalidReceipt):
+            queue.reject(receipt)
+        with pytest.raises(InvalidReceipt):
+            queue.extend([receipt])
+    client = server_client("q:forged")
+    assert client.get(f"q:forged:{gen}:c:{index}") is not None  # still claimed, by its holder
+    assert client.get(f"q:forged:{gen}:m:{index}").startswith(b"M")  # not acked
+    queue.ack(message.receipt)
+    assert queue.stats()["acked"] == 1
+
+
+def test_an_ack_for_a_claim_someone_else_holds_now_is_refused(fast):
+    queue = Queue("taken-over")
+    queue.put(b"slow work")
+    first = queue.claim()
+    # Its claim lapses; another consumer gets the message again.
+    second = wait_for(lambda: Queue("taken-over").claim(), timeout=10, interval=0.1, what="redelivery")
+    assert second.redelivered and second.index == first.index
+    with pytest.raises(ClaimLost):
+        queue.ack(first.receipt)
+    Queue("taken-over").ack(second.receipt)
+    assert queue.stats()["acked"] == 1
+
+
+def test_a_late_ack_nobody_took_over_still_counts(fast):
+    queue = Queue("late")
+    queue.put(b"done, slowly")
+    message = queue.claim()
+    time.sleep(1.2)  # its claim expires (VISIBILITY_TIMEOUT 1) and nobody claims it again
+    queue.ack(message.receipt)
+    assert Queue("late").claim_many(5) == [] and queue.stats()["acked"] == 1
+
+
+def test_dead_letters_are_shown_requeued_and_purged_by_command(fast, capsys):
+    queue = Queue("ops")
+    queue.put(b"keep me")
+    queue.bury(queue.claim(), "the consumer could not parse it")
+    call_command("dead_letters", "ops")
+    shown = capsys.readouterr().out
+    assert "the consumer could not parse it" in shown and "keep me" in shown
+    assert _dead_waiting(queue) == 1  # looking takes nothing away
+    call_command("dead_letters", "ops", "--requeue")
+    assert queue.claim().body == b"keep me"
+    queue.put(b"drop me")
+    queue.bury(queue.claim_many(5)[-1], "no good")
+    call_command("dead_letters", "ops", "--purge")
+    assert _dead_waiting(queue) == 0
+
+
+def test_a_planted_queue_counter_starts_a_new_generation_rather_than_stalling(fast):
+    queue = Queue("counters")
+    queue.put(b"one")
+    gen = queue._generation()
+    server_client("q:counters").set(f"q:counters:{gen}:tail", b"not-a-number")
+    assert queue.put(b"two") >= 1  # a fresh generation
+    assert Queue("counters").claim().body == b"two"
+    server_client("q:counters").set("q:counters:gen", b"bad gen!")
+    assert Queue("counters").put(b"three") >= 1
+    assert Queue("counters").claim().body == b"three"
+
+
+def test_the_redelivery_count_is_outside_the_mac_and_nothing_else_is():
+    body = json.dumps({"x": 1}).encode()
+    raw = encode("q:a", body, redeliveries=2)
+    assert raw.startswith(b"M2 ")
+    assert encode("q:a", body).split(b" ")[2] != encode("q:b", body).split(b" ")[2]

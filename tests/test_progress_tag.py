@@ -1,0 +1,35 @@
+"""{% progress_bar %} and {% progress_assets %}: what a page gets from one tag."""
+
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.middleware.csrf import get_token
+from django.template import Context, Template
+from django.test import RequestFactory
+
+from progress import services, store
+
+
+@pytest.fixture
+def alice(db):
+    return get_user_model().objects.create_user("alice", password="pw-alice-1")
+
+
+def test_a_bar_for_a_job_from_one_tag(alice):
+    job = services.create_job(owner=alice, kind="demo", title="Demo", params={})
+    request = RequestFactory().get("/jobs/")
+    request.user = alice
+    get_token(request)
+    page = Template(
+        "{% load progress %}{% progress_assets %}{% progress_bar job record reload_on_success=True %}"
+    ).render(Context({"job": job, "record": store.read(job.id), "request": request}))
+    assert f'data-progress-url="/progress/{job.id}/{job.read_token}/"' in page
+    assert "data-reload-on-success" in page and 'name="csrfmiddlewaretoken"' in page
+    assert re.search(r"/static/progress/progress(\.\w+)?\.js", page)
+    assert re.search(r"/static/progress/progress(\.\w+)?\.css", page)
+    assert 'role="progressbar"' in page and "queued" in page
+    # Nothing of the template's own syntax reaches the page (a {# #} over two
+    # lines is not a comment in Django).
+    text = re.sub(r"<[^>]+>", " ", page)
+    assert not re.search(r"\{[#%{]|[#%}]\}", text), text

@@ -1,0 +1,272 @@
+"""Every key family this farm keeps in memcached: its shape, how long it may
+live, and why that is the shortest safe lifetime.
+
+Keys are shown without the namespace (MEMCACHED_NAMESPACE, "webfarm:"); the
+Celery broker's queues live under "<namespace>:broker:" with the queue shapes.
+`tests/test_soak.py` reads every key memcached holds after a day's worth of
+mixed traffic and fails on a key that fits no family here, or that lives
+longer than its family allows; docs/memcached.md is this table for people.
+"""
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+# Lifetimes in seconds, read from the settings the processes run with; None:
+# kept until deleted, which only bounded families may be.
+Lifetime = Callable[[], int | None]
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    pattern: re.Pattern[str]
+    lifetime: Lifetime
+    why: str
+
+
+def _progress(name: str) -> int:
+    from progress.conf import get_config
+
+    return int(get_config()[name])
+
+
+def _queues(name: str) -> int:
+    from queues.conf import get_config
+
+    return int(get_config()[name])
+
+
+def _polls(name: str) -> int:
+    from polls.conf import get_config
+
+    return int(get_config()[name])
+
+
+def _limits(name: str) -> int:
+    from limits.conf import get_config
+
+    return int(get_config()[name])
+
+
+def _lost_after() -> int:
+    from progress.conf import lost_after
+
+    return int(lost_after())
+
+
+def _memo_longest() -> int:
+    # get_or_set keeps a value for ttl + stale_for; the longest is the dataset summary's.
+    from dashboard.conf import get_config
+    from reports.selectors import DATASET_TTL
+
+    return 2 * max(DATASET_TTL, int(get_config()["CHART_TTL"]), 60)
+
+
+def _never() -> None:
+    return None
+
+
+ID = r"[A-Za-z0-9_-]{22}"
+QUEUE = r"(broker:)?d?q:[A-Za-z0-9][A-Za-z0-9_.-]*"
+GEN = r"[0-9a-f]{8}"
+
+FAMILIES: tuple[Family, ...] = (
+    Family(
+        "job record",
+        re.compile(rf"job:{ID}"),
+        lambda: _progress("RECORD_TTL"),
+        "a live job rewrites it every heartbeat; an ended one is kept FINAL_TTL, then read from the database",
+    ),
+    Family(
+        "cancel flag",
+        re.compile(rf"cancel:{ID}"),
+        lambda: _progress("RECORD_TTL"),
+        "deleted when its job ends; the lifetime only bounds one whose job nothing ends",
+    ),
+    Family(
+        "public progress document",
+        re.compile(rf"pub:{ID}\.{ID}"),
+        lambda: max(_progress("FINAL_TTL"), _lost_after()),
+        "a running job's lapses after its silence would make it lost; an ended one's after FINAL_TTL",
+    ),
+    Family(
+        "reaper's missing-record mark",
+        re.compile(rf"reap:missing:{ID}"),
+        lambda: 4 * _lost_after() + 60,
+        "the grace a job whose record vanished gets before it is judged lost",
+    ),
+    Family(
+        "get_or_set value",
+        re.compile(r"memo:(?!.*:lock$).+"),
+        _memo_longest,
+        "its time to live plus as long again served stale while one process recomputes it",
+    ),
+    Family(
+        "get_or_set lock",
+        re.compile(r"memo:.+:lock"),
+        lambda: 60,
+        "deleted when the value is computed; the lifetime frees it if the computing process dies",
+    ),
+    Family(
+        "limit slot",
+        re.compile(r"slot:.+:[0-9]+"),
+        lambda: _limits("QUEUED_LEASE"),
+        "deleted when its holder ends; a lease its holder renews, so a crashed holder's slot comes free",
+    ),
+    Family(
+        "site log drainer lock",
+        re.compile(r"sitelog:drainer"),
+        lambda: 30,
+        "deleted when the drain ends; renewed at every batch, so a drainer that died frees it soon",
+    ),
+    Family(
+        "newest site log entries",
+        re.compile(r"sitelog:recent"),
+        lambda: 24 * 3600,
+        "one key, rewritten at every drain; the dashboard reads the file when it lapses",
+    ),
+    Family(
+        "vote flusher lock",
+        re.compile(r"polls:flusher"),
+        lambda: 30,
+        "deleted when the flush ends; renewed at every batch, so a flusher that died frees it soon",
+    ),
+    Family(
+        "has-voted marker",
+        re.compile(r"poll:[0-9]+:voted:[0-9a-f]{24}"),
+        lambda: _polls("MARKER_TTL"),
+        "settles a voter's votes in flight; after it the database keeps one vote per voter",
+    ),
+    Family(
+        "anonymous votes per address",
+        re.compile(r"poll:rate:[0-9a-f]{16}:[0-9]+"),
+        lambda: _polls("ANONYMOUS_WINDOW"),
+        "names its window, so it is needed only until the window ends",
+    ),
+    Family(
+        "running totals' epoch",
+        re.compile(r"poll:[0-9]+:built"),
+        lambda: _polls("TOTALS_TTL"),
+        "renewed by a rebuild from the database (one count per open poll)",
+    ),
+    Family(
+        "running total",
+        re.compile(rf"poll:[0-9]+:{GEN}:c:[0-9]+"),
+        lambda: _polls("TOTALS_TTL") + 600,
+        "lapses a little after its epoch, so votes find none and the flusher rebuilds them all",
+    ),
+    Family(
+        "counter",
+        re.compile(r"c:(?!(registry|generation)$)[a-z][a-z0-9_]*(\|[a-z][a-z0-9_]*=[A-Za-z0-9_.-]+)*"),
+        _never,
+        "counters only go up and the harvester keeps a watermark; bounded by the names and labels counted",
+    ),
+    Family(
+        "counter registry and generation",
+        re.compile(r"c:(registry|generation)"),
+        _never,
+        "one key each; the registry lists the counters, bounded like them",
+    ),
+    Family(
+        "worker heartbeat",
+        re.compile(r"workers:[0-9a-f]{16}"),
+        lambda: 24 * 3600,
+        "rewritten every beat; kept a day so the dashboard can say when a worker went quiet",
+    ),
+    Family(
+        "worker registry",
+        re.compile(r"workers:registry"),
+        _never,
+        "one key; a worker whose heartbeat lapsed is taken off it",
+    ),
+    Family(
+        "queue registry",
+        re.compile(r"(broker:)?q:registry"),
+        _never,
+        "one key; bounded by the farm's queues and HTTP_MAX_QUEUES, idle HTTP queues are taken off",
+    ),
+    Family(
+        "queue generation",
+        re.compile(rf"{QUEUE}:gen"),
+        _never,
+        "one per queue: a queue's messages must outlive any timer",
+    ),
+    Family(
+        "queue counters",
+        re.compile(rf"{QUEUE}:{GEN}:(tail|head|floor)"),
+        _never,
+        "three per queue; losing them is a reset (a new generation)",
+    ),
+    Family(
+        "queue horizon",
+        re.compile(rf"{QUEUE}:{GEN}:scan"),
+        lambda: 3600,
+        "one per queue, rewritten at every recovery scan",
+    ),
+    Family(
+        "queue entry",
+        re.compile(rf"{QUEUE}:{GEN}:m:[0-9]+"),
+        _never,
+        "a message until it is acknowledged; then an acked marker (FINISHED_TTL at most, deleted when the "
+        "floor passes it), a hole marker HOLE_TTL, a dead letter DEAD_LETTER_TTL",
+    ),
+    Family(
+        "queue claim",
+        re.compile(rf"{QUEUE}:{GEN}:c:[0-9]+"),
+        lambda: max(
+            _queues("VISIBILITY_TIMEOUT"),
+            int(settings.CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout", 60)),
+        ),
+        "deleted by the ack; lapses after the visibility timeout if its consumer died (renewed while held)",
+    ),
+    Family(
+        "queue statistics",
+        re.compile(rf"{QUEUE}:stat:[a-z]+"),
+        _never,
+        "nine counters per queue; deleted when an idle HTTP queue is forgotten",
+    ),
+    Family(
+        "HTTP queue in use",
+        re.compile(r"q-alive:http\..+"),
+        lambda: _queues("HTTP_IDLE_AFTER"),
+        "touched while the queue is used; when it lapses, an empty queue is forgotten",
+    ),
+    Family(
+        "mirror state",
+        re.compile(r"mirror:(member|down:[0-9]|queues|registered:.+)"),
+        _never,
+        "a few keys per mirrored queue: which server is in sync must not expire",
+    ),
+    Family(
+        "cached session",
+        re.compile(r"dj:1:session:[0-9a-f]{40}"),
+        lambda: int(settings.SESSION_CACHE_TTL),
+        "a copy of a database row: an active user costs one query per SESSION_CACHE_TTL",
+    ),
+)
+
+
+def family_of(key: str) -> Family | None:
+    """The family of a key (without the namespace), or None for a key this farm never writes."""
+    for family in FAMILIES:
+        if family.pattern.fullmatch(key):
+            return family
+    return None
+
+
+def lifetime_bound(family: Family, key: str, value: Any = None) -> int | None:
+    """The longest `key` of `family` may live with the current settings.
+    Queue entries: by what they hold (value, the entry's bytes)."""
+    if family.name == "queue entry" and isinstance(value, bytes | bytearray):
+        marker = bytes(value[:1])
+        if marker == b"A":
+            return _queues("FINISHED_TTL")
+        if marker == b"H":
+            return _queues("HOLE_TTL")
+        if key.removeprefix("broker:").startswith("dq:"):
+            return _queues("DEAD_LETTER_TTL")
+    return family.lifetime()
