@@ -16,9 +16,6 @@ DEFAULTS: dict[str, Any] = {
     # Quick tries before a refusal, and the pause after the first (grows linearly).
     "ATTEMPTS": 3,
     "PAUSE": 0.001,
-    # Seconds a queued job holds its slots without renewal (a web node that
-    # died between taking them and queueing the job frees them after this).
-    "QUEUED_LEASE": 600,
     # Seconds a request holds its slot without renewal (streaming renews it).
     "REQUEST_LEASE": 60,
     # Retry-After when nothing better is known (seconds).

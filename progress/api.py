@@ -1,38 +1,74 @@
 """The progress app's public API: what another app needs to run a long job
 with a live bar. Everything else in `progress` may change.
 
-    from progress.api import JobResult, track_job
+A job type is one function (or a JobType subclass) in a `jobs` module of
+your app:
 
-    with track_job(job_id) as tracker:           # running, heartbeat, cancel, final state
-        tracker.reporter.plan([("read", 90), ("write", 10)])
-        tracker.reporter.stage("read", total=rows)
-        ...
-        tracker.result = JobResult(url=..., summary="1,204 rows")
+    from progress.api import JobFailed, JobResult, job_type
 
-In a template: `{% load progress %}{% progress_assets %}` in the head and
-`{% progress_bar job record %}` where the bar goes.
+    @job_type("customer-import", title="Customer import", noun="import",
+              stages=[("checking rows", 90), ("saving", 10)], page="imports:job")
+    def import_customers(*, job, params, tracker) -> JobResult:
+        tracker.reporter.stage("checking rows", total=rows)
+        ...                                    # tracker.reporter.update(done)
+        return JobResult(url=..., summary="1,204 customers imported")
+
+A view starts one for the signed-in user (limits and counters applied):
+
+    job = import_customers.start(user=request.user, params={...})
+
+and may catch StartRefused (limits.refusals renders it), ProgressUnavailable
+and BrokerUnavailable. The progress app's task runs it on a worker: running,
+heartbeat, cancel, time limit, final state, one run again if its worker dies
+(retry_on_lost=True). In a template: `{% load progress %}{% progress_assets %}`
+in the head and `{% progress_bar job record %}` where the bar goes.
 """
 
 from progress.exceptions import JobCancelled, JobEnded, JobFailed, JobNotRunnable, ProgressUnavailable
+from progress.ids import is_valid_job_id
+from progress.jobtypes import (
+    JobType,
+    SlotLimits,
+    add_source,
+    all_job_types,
+    get_job_type,
+    job_type,
+    register,
+)
+from progress.launch import BrokerUnavailable, StartRefused, reap_lost_jobs, run_job, start_job
+from progress.models import Job
 from progress.outcome import JobResult
 from progress.reporter import ProgressReporter
 from progress.selectors import job_record, job_rows
-from progress.services import Tracker, cancel_job, create_job, track_job
+from progress.services import Tracker, cancel_job, record_from_job
 from progress.states import State
 
 __all__ = [
+    "BrokerUnavailable",
+    "Job",
     "JobCancelled",
     "JobEnded",
     "JobFailed",
     "JobNotRunnable",
     "JobResult",
+    "JobType",
     "ProgressReporter",
     "ProgressUnavailable",
+    "SlotLimits",
+    "StartRefused",
     "State",
     "Tracker",
+    "add_source",
+    "all_job_types",
     "cancel_job",
-    "create_job",
+    "get_job_type",
+    "is_valid_job_id",
     "job_record",
     "job_rows",
-    "track_job",
+    "job_type",
+    "reap_lost_jobs",
+    "record_from_job",
+    "register",
+    "run_job",
+    "start_job",
 ]

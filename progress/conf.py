@@ -31,6 +31,18 @@ DEFAULTS: dict[str, Any] = {
     "SEND_GRACE": 30.0,
     "RESEND_AFTER": 120.0,
     "QUEUED_LOST_AFTER": 1800.0,
+    # Jobs queued or running at once, farm-wide, for job types that do not
+    # set their own (JobType.limits()): per user, per job type.
+    "JOBS_PER_USER": 2,
+    "JOBS_PER_KIND": 4,
+    # Seconds a queued job holds its limit slots without renewal (a web node
+    # that died between taking them and queueing the job frees them after this).
+    "QUEUED_LEASE": 600,
+    # Quick tries for a slot before a refusal, and the pause after the first
+    # (it grows linearly); Retry-After when no running job's ETA says better.
+    "START_ATTEMPTS": 3,
+    "START_PAUSE": 0.001,
+    "RETRY_AFTER": 5,
 }
 
 get_config = AppSettings("PROGRESS", DEFAULTS)

@@ -1,7 +1,5 @@
 from django.db import models
 
-from progress.models import Job
-
 REGIONS = ["North", "South", "East", "West", "Central"]
 CATEGORIES = ["Books", "Garden", "Kitchen", "Toys", "Tools", "Sports", "Music", "Office"]
 
@@ -52,7 +50,7 @@ class ResultFile(models.Model):
     ever holds a whole large file in memory.
     """
 
-    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="files")
+    job = models.ForeignKey("progress.Job", on_delete=models.CASCADE, related_name="files")
     name = models.CharField(max_length=100)
     content_type = models.CharField(max_length=100)
     size = models.BigIntegerField(default=0)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from django.db import transaction
 
-from progress.models import Job
+from progress.api import Job
 from reports.conf import get_config
 from reports.models import ResultChunk, ResultFile
 

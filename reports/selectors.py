@@ -7,8 +7,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Max, Min, QuerySet
 
 from core.memo import get_or_set
-from progress.ids import is_valid_job_id
-from progress.models import Job
+from progress.api import Job, is_valid_job_id
 from reports.models import Customer, Order, OrderLine, Product, ResultFile
 from reports.results import RESULT_NAME_RE
 

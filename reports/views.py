@@ -16,10 +16,17 @@ from core.counters import count
 from core.http import json_error, wants_json
 from limits.decorators import limit_concurrency
 from limits.refusals import note_refusal, refusal_response
-from progress import selectors as progress_selectors
-from progress.exceptions import ProgressUnavailable
-from progress.services import record_from_job
-from reports import results, selectors, services
+from progress.api import (
+    BrokerUnavailable,
+    ProgressUnavailable,
+    StartRefused,
+    get_job_type,
+    job_record,
+    job_rows,
+    record_from_job,
+    start_job,
+)
+from reports import results, selectors
 from reports.registry import all_reports, get_report
 
 UNAVAILABLE_RETRY_AFTER = 5
@@ -42,7 +49,7 @@ def index(request: HttpRequest) -> HttpResponse:
         {
             "reports": all_reports().values(),
             "dataset": selectors.dataset_summary(),
-            "rows": progress_selectors.job_rows(selectors.jobs_of(request.user, limit=5)),
+            "rows": job_rows(selectors.jobs_of(request.user, limit=5)),
         },
     )
 
@@ -64,10 +71,8 @@ def start(request: HttpRequest, kind: str) -> HttpResponse:
             return JsonResponse({"error": "Invalid parameters.", "fields": form.errors}, status=400)
         return render(request, "reports/start.html", {"report": report, "form": form}, status=400)
     try:
-        job = services.start_report(
-            user=request.user, report=report, params=report.params_from_form(form.cleaned_data)
-        )
-    except services.StartRefused as refusal:
+        job = start_job(user=request.user, job_type=report, params=report.params_from_form(form.cleaned_data))
+    except StartRefused as refusal:
         note_refusal(request, refusal.reason, refusal.message, refusal.retry_after)
         # Browsers get the form again, filled in, saying why and when to try again.
         context = {"report": report, "form": form, "refusal": refusal}
@@ -76,7 +81,7 @@ def start(request: HttpRequest, kind: str) -> HttpResponse:
         )
     except ProgressUnavailable:
         return _unavailable(request, "The progress store is unavailable, so the job was not started.")
-    except services.BrokerUnavailable as exc:
+    except BrokerUnavailable as exc:
         if exc.full:
             return _unavailable(request, "The job queue is full right now, so the job was not started.")
         return _unavailable(request, "The job queue is unavailable, so the job was not started.")
@@ -98,7 +103,7 @@ def start(request: HttpRequest, kind: str) -> HttpResponse:
 @require_safe
 @login_required
 def my_jobs(request: HttpRequest) -> HttpResponse:
-    rows = progress_selectors.job_rows(selectors.jobs_of(request.user))
+    rows = job_rows(selectors.jobs_of(request.user))
     return render(request, "reports/my_jobs.html", {"rows": rows})
 
 
@@ -108,8 +113,11 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     job = selectors.job_of(request.user, job_id)
     if job is None:
         raise Http404("No such job.")
+    job_type = get_job_type(job.kind)
+    if job_type is not None and job_type.page not in (None, "reports:job"):
+        return HttpResponseRedirect(job_type.page_url(job.id))  # another app's job: its own page
     try:
-        record = progress_selectors.job_record(job_id=job.id, owner_id=request.user.pk)
+        record = job_record(job_id=job.id, owner_id=request.user.pk)
     except ProgressUnavailable:
         record = record_from_job(job)  # the widget retries and says so
     files = list(job.files.filter(complete=True))

@@ -79,6 +79,11 @@ def test_hostile_strings_never_answer_500(node, value):
         "download": get(f"/jobs/{job}/files/{segment}"),
         "report form": get(f"/reports/{segment}/"),
         "report start": post("/reports/top-customers/", {"date_from": value, "date_to": value, "top": value}),
+        "import page": get(f"/imports/{segment}/"),
+        "rejected rows": get(f"/imports/{segment}/rejected.csv"),
+        "import upload": post(
+            "/imports/", files={"file": (value, value.encode("utf-8", "surrogatepass"), "text/csv")}
+        ),
         "poll": get(f"/polls/{segment}/"),
         "vote": post(f"/polls/{segment}/vote/", {"choice": value}),
         "login": requests.post(

@@ -6,6 +6,7 @@ import io
 import re
 import signal
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -279,3 +280,58 @@ def test_poll_results_bars_move_while_others_vote(page: Page, farm):
     page.get_by_role("radio", name="No").check()  # a second vote from this browser
     page.get_by_role("button", name="Vote").click()
     expect(page.get_by_role("alert")).to_have_text("You have already voted in this poll.")
+
+
+def test_import_customers_from_a_csv_file_and_download_the_rejected_rows(page: Page, farm):
+    """The second job type, start to end: upload, a worker checks the rows
+    under a live bar, the page lists the rejected ones, and they download."""
+    tag = uuid.uuid4().hex[:8]
+    data = "\n".join(
+        [
+            "name,email,region,joined_on",
+            f"Ada {tag},ada-{tag}@example.org,North,2024-05-01",
+            f"Grace {tag},grace-{tag}@example.org,west,2023-12-09",
+            f"Linus {tag},linus-{tag}@example.org,Central,2022-01-31",
+            f"Nobody {tag},nobody-{tag}@example.org,Atlantis,2024-01-01",
+            "Seeded,customer1@example.com,East,2024-01-01",  # seed_demo's first customer
+        ]
+    ).encode()
+    _log_in(page, "alice")
+    page.get_by_role("link", name="Import customers").click()
+    page.get_by_label("CSV file").set_input_files(
+        files=[{"name": f"customers-{tag}.csv", "mimeType": "text/csv", "buffer": data}]
+    )
+    page.get_by_role("button", name="Import").click()
+    expect(page).to_have_url(re.compile(r"/imports/[A-Za-z0-9_-]+/$"))
+    expect(page.get_by_role("heading", name=f"Customer import: customers-{tag}.csv")).to_be_visible()
+    # The page reloads when the job succeeds, to list what it rejected.
+    expect(page.get_by_role("heading", name="Rejected rows")).to_be_visible(timeout=60_000)
+    expect(page.locator(".job-progress [data-field=message]")).to_have_text(
+        "3 customers imported, 2 rows rejected"
+    )
+    cells = page.locator("table.rejected tbody tr td:nth-child(2)")
+    expect(cells).to_have_text(
+        [
+            "the region 'Atlantis' is not one of North, South, East, West, Central",
+            "customer1@example.com is already a customer",
+        ]
+    )
+    with page.expect_download() as download:
+        page.get_by_role("link", name="Download the rejected rows (CSV)").click()
+    table = list(csv.reader(io.StringIO(Path(download.value.path()).read_text())))
+    assert [row[:2] for row in table[1:]] == [
+        ["5", "the region 'Atlantis' is not one of North, South, East, West, Central"],
+        ["6", "customer1@example.com is already a customer"],
+    ]
+    saved = processes.manage(
+        farm.env,
+        "shell",
+        "-c",
+        "from reports.models import Customer; "
+        f"print(Customer.objects.filter(email__contains={tag!r}).count())",
+    )
+    assert saved.strip().splitlines()[-1] == "3"
+    # "My jobs" lists it, linking to its own page.
+    page.get_by_role("link", name="My jobs").click()
+    page.get_by_role("link", name=f"Customer import: customers-{tag}.csv").click()
+    expect(page).to_have_url(re.compile(r"/imports/[A-Za-z0-9_-]+/$"))

@@ -114,7 +114,7 @@ def test_a_task_delivered_twice_runs_its_job_once(delivery):
         alice.wait_until(job, lambda p: p["state"] == "running", timeout=60, what="the first run")
         second = delivery.worker("second")
         started.append(second)
-        delivery.shell(f"from reports.tasks import run_report; run_report.apply_async(args=[{job!r}])")
+        delivery.shell(f"from progress.tasks import run_job; run_job.apply_async(args=[{job!r}])")
         processes.wait_for(
             lambda: f"job {job} not run: job {job} is running" in second.log(),
             timeout=30,

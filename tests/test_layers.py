@@ -1,7 +1,8 @@
 """The apps form a ladder (pyproject.toml, [tool.importlinter]): core, then
 queues, then progress | stats | limits | activity, then reports | polls |
-dashboard, then webfarm. An import up the ladder, or between two apps on one
-rung, fails here."""
+dashboard, then imports, then webfarm. An import up the ladder, or between
+two apps on one rung, fails here; so does a job-type app (reports, imports)
+importing anything of progress but progress.api."""
 
 import shutil
 import subprocess
@@ -25,13 +26,25 @@ def test_every_import_points_down_the_ladder():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_an_import_up_the_ladder_breaks_it(tmp_path):
-    """The contract is live: the same tree with one upward import fails."""
+def _with_import(tmp_path: Path, module: str, line: str) -> subprocess.CompletedProcess:
+    """Lint a copy of the tree with `line` added to `module`."""
     for app in APPS:
         shutil.copytree(ROOT / app, tmp_path / app, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
-    with (tmp_path / "core" / "http.py").open("a") as module:
-        module.write("\nfrom progress.states import State  # noqa\n")
-    result = _lint(tmp_path)
+    with (tmp_path / module).open("a") as source:
+        source.write(f"\n{line}  # noqa\n")
+    return _lint(tmp_path)
+
+
+def test_an_import_up_the_ladder_breaks_it(tmp_path):
+    """The contract is live: the same tree with one upward import fails."""
+    result = _with_import(tmp_path, "core/http.py", "from progress.states import State")
     assert result.returncode != 0
     assert "core is not allowed to import progress" in result.stdout
+
+
+def test_a_job_type_reaching_past_progress_api_breaks_it(tmp_path):
+    """Job-type apps use progress.api alone: importing progress.store fails."""
+    result = _with_import(tmp_path, "imports/jobs.py", "from progress import store")
+    assert result.returncode != 0
+    assert "imports is not allowed to import progress.store" in result.stdout

@@ -9,8 +9,9 @@ from core.client import get_client
 from core.slots import Lease, LimitReached, SlotsUnavailable, acquire
 from progress import services as progress_services
 from progress import store
+from progress.launch import StartRefused, start_job
 from progress.models import Job
-from reports import results, services
+from reports import results
 from reports.registry import get_report
 from tests.processes import free_port, wait_for
 from tests.together import run_together
@@ -108,13 +109,13 @@ JSON = {"HTTP_ACCEPT": "application/json"}
 
 def test_a_user_over_the_limit_is_refused_with_when_to_try_again(alice):
     report = get_report("sales-by-region")
-    first = services.start_report(user=alice, report=report, params=_params())
-    services.start_report(user=alice, report=report, params=_params())
+    first = start_job(user=alice, job_type=report, params=_params())
+    start_job(user=alice, job_type=report, params=_params())
     record = store.read(first.id)
     record.eta_seconds = 12.3
     store.write(record)
-    with pytest.raises(services.StartRefused) as refused:
-        services.start_report(user=alice, report=report, params=_params())
+    with pytest.raises(StartRefused) as refused:
+        start_job(user=alice, job_type=report, params=_params())
     assert refused.value.reason == "reports-user"
     assert refused.value.retry_after == 13  # the soonest ETA of the jobs in the way
     assert "You already have 2 reports" in refused.value.message
@@ -125,17 +126,17 @@ def test_a_report_type_over_its_farm_limit_is_refused(alice):
     report = get_report("top-customers")
     users = [get_user_model().objects.create_user(f"u{i}", password="x") for i in range(4)]
     for user in users[:3]:
-        services.start_report(user=user, report=report, params={**_params(), "top": 5, "region": ""})
-    with pytest.raises(services.StartRefused) as refused:
-        services.start_report(user=users[3], report=report, params={**_params(), "top": 5, "region": ""})
+        start_job(user=user, job_type=report, params={**_params(), "top": 5, "region": ""})
+    with pytest.raises(StartRefused) as refused:
+        start_job(user=users[3], job_type=report, params={**_params(), "top": 5, "region": ""})
     assert refused.value.reason == "reports-kind" and "3 times" in refused.value.message
 
 
 def test_slots_come_back_when_jobs_end_however_they_end(alice):
     report = get_report("sales-by-region")
-    cancelled = services.start_report(user=alice, report=report, params=_params())
+    cancelled = start_job(user=alice, job_type=report, params=_params())
     progress_services.cancel_job(job=cancelled)  # queued: ends at once
-    finished = services.start_report(user=alice, report=report, params=_params())
+    finished = start_job(user=alice, job_type=report, params=_params())
     with progress_services.track_job(finished.id):
         pass
     assert slots.holders(f"reports-user:{alice.pk}", 2) == []
@@ -176,7 +177,7 @@ def test_with_memcached_down_a_start_is_refused_clearly(alice, settings):
 def _finished_job_with_file(user, name: str, size: int) -> tuple:
     """A succeeded job of `user` with a result file of `size` bytes, and a
     client logged in as them."""
-    job = services.start_report(user=user, report=get_report("return-rates"), params=RETURN_RATES)
+    job = start_job(user=user, job_type=get_report("return-rates"), params=RETURN_RATES)
     with progress_services.track_job(job.id):
         pass
     results.save_bytes(job, name, "text/csv", b"x" * size)

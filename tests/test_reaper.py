@@ -10,10 +10,10 @@ from core import slots
 from core.client import get_client
 from progress import store
 from progress.exceptions import JobNotRunnable
+from progress.launch import reap_lost_jobs, start_job
 from progress.models import Job
 from progress.reaper import reap
 from progress.services import begin_job
-from reports import services
 from reports.registry import get_report
 from tests.processes import free_port
 
@@ -35,7 +35,7 @@ def alice():
 def _running(user, kind: str = "sales-by-region", *, silent_for: float = 10.0) -> Job:
     """A started job whose worker has been silent for `silent_for` seconds."""
     params = {**PARAMS, "top": 5, "region": ""} if kind == "top-customers" else PARAMS
-    job = services.start_report(user=user, report=get_report(kind), params=params)
+    job = start_job(user=user, job_type=get_report(kind), params=params)
     record = begin_job(job.id)
     record.percent = 40.0
     record.heartbeat_at = record.updated_at = time.time() - silent_for
@@ -47,7 +47,7 @@ def _running(user, kind: str = "sales-by-region", *, silent_for: float = 10.0) -
 def test_a_silent_job_is_lost_and_run_again_once_in_its_own_slots(alice, django_capture_on_commit_callbacks):
     job = _running(alice)
     with django_capture_on_commit_callbacks() as sent:
-        assert services.reap_lost_jobs() == [job.id]
+        assert reap_lost_jobs() == [job.id]
     assert len(sent) == 1  # the retry's task goes out once the transaction is committed
     lost = Job.objects.get(pk=job.id)
     assert lost.state == "lost" and "stopped (no heartbeat for 3 s) at 40 %" in lost.error
@@ -59,18 +59,18 @@ def test_a_silent_job_is_lost_and_run_again_once_in_its_own_slots(alice, django_
     assert public["state"] == "lost" and public["retried_as"] == again.id and public["final"]
     # The retry holds the slots the lost job held; nobody could take them in between.
     assert slots.holders(f"reports-user:{alice.pk}", 2) == [again.id]
-    assert services.reap_lost_jobs() == []  # nothing twice
+    assert reap_lost_jobs() == []  # nothing twice
 
 
 def test_a_retry_that_is_lost_too_stays_lost(alice):
     job = _running(alice)
-    services.reap_lost_jobs()
+    reap_lost_jobs()
     again = Job.objects.get(retry_of=job.id)
     record = begin_job(again.id)
     record.heartbeat_at = time.time() - 10
     store.write(record)
     Job.objects.filter(pk=again.id).update(started_at=datetime.now(UTC) - timedelta(seconds=10))
-    assert services.reap_lost_jobs() == [again.id]
+    assert reap_lost_jobs() == [again.id]
     assert not Job.objects.filter(retry_of=again.id).exists()
     assert slots.holders(f"reports-user:{alice.pk}", 2) == []  # released: no one takes over
 
@@ -78,7 +78,7 @@ def test_a_retry_that_is_lost_too_stays_lost(alice):
 def test_report_types_that_must_not_run_twice_are_not_retried(alice, monkeypatch):
     monkeypatch.setattr(type(get_report("top-customers")), "retry_on_lost", False)
     job = _running(alice, "top-customers")
-    assert services.reap_lost_jobs() == [job.id]
+    assert reap_lost_jobs() == [job.id]
     assert not Job.objects.filter(retry_of=job.id).exists()
     assert "run again" not in Job.objects.get(pk=job.id).error
 
@@ -108,7 +108,7 @@ def test_a_missing_record_gets_one_silence_of_grace(alice):
 
 def _queued(user, *, age: float, sent: bool = True, sends: int = 1) -> Job:
     """A queued job created `age` seconds ago, its task sent (or not)."""
-    job = services.start_report(user=user, report=get_report("sales-by-region"), params=PARAMS)
+    job = start_job(user=user, job_type=get_report("sales-by-region"), params=PARAMS)
     then = datetime.now(UTC) - timedelta(seconds=age)
     Job.objects.filter(pk=job.id).update(
         created_at=then, sent_at=then if sent else None, sends=sends if sent else 0
@@ -120,22 +120,22 @@ def test_a_queued_job_whose_task_never_left_is_sent_by_the_reaper(alice, setting
     settings.PROGRESS = {**settings.PROGRESS, "SEND_GRACE": 5.0}
     fresh = _queued(alice, age=1, sent=False)  # its web process may still be sending it
     stuck = _queued(alice, age=10, sent=False)  # the web process died before sending
-    assert services.reap_lost_jobs() == [stuck.id]
+    assert reap_lost_jobs() == [stuck.id]
     stuck.refresh_from_db()
     assert stuck.sent_at is not None and stuck.sends == 1 and stuck.state == "queued"
     assert Job.objects.get(pk=fresh.id).sends == 0
-    assert services.reap_lost_jobs() == []  # sent a moment ago: it waits its turn
+    assert reap_lost_jobs() == []  # sent a moment ago: it waits its turn
 
 
 def test_a_queued_job_memcached_forgot_is_sent_again_at_once(alice, settings):
     settings.PROGRESS = {**settings.PROGRESS, "SEND_GRACE": 5.0, "RESEND_AFTER": 600.0}
     job = _queued(alice, age=10)
     get_client().flush_all()  # memcached restarted: a memcached broker lost the task with the record
-    assert services.reap_lost_jobs() == [job.id]
+    assert reap_lost_jobs() == [job.id]
     job.refresh_from_db()
     assert job.sends == 2 and store.read(job.id).state == "queued"  # its page shows it queued again
     get_client().flush_all()  # and again: it was sent twice already, it is not sent a third time
-    assert services.reap_lost_jobs() == []
+    assert reap_lost_jobs() == []
 
 
 def test_a_job_still_queued_long_after_its_task_was_sent_twice_is_lost(alice, settings):
@@ -146,16 +146,16 @@ def test_a_job_still_queued_long_after_its_task_was_sent_twice_is_lost(alice, se
         "QUEUED_LOST_AFTER": 20.0,
     }
     job = _queued(alice, age=10)
-    assert services.reap_lost_jobs() == [job.id]  # still queued 10 s after its send: sent again
+    assert reap_lost_jobs() == [job.id]  # still queued 10 s after its send: sent again
     Job.objects.filter(pk=job.id).update(sent_at=datetime.now(UTC) - timedelta(seconds=30))
-    assert services.reap_lost_jobs() == [job.id]
+    assert reap_lost_jobs() == [job.id]
     lost = Job.objects.get(pk=job.id)
     assert lost.state == "lost" and "never started" in lost.error
     public = store.read(job.id).public()
     assert public["state"] == "lost" and "never started" in public["error"] and public["final"]
     assert public["message"] == "the job queue lost it"  # not a worker that stopped: none started it
     assert slots.holders(f"reports-user:{alice.pk}", 2) == []  # its slots are free again
-    assert services.reap_lost_jobs() == []
+    assert reap_lost_jobs() == []
 
 
 def test_a_task_sent_twice_starts_its_job_once(alice):

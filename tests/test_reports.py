@@ -11,9 +11,9 @@ from django.db.models import Case, Count, F, IntegerField, Sum, When
 from django.db.models.functions import TruncMonth
 
 from progress import services as progress
+from progress.launch import run_job
 from progress.models import Job
 from reports import dataset, results
-from reports import services as reports
 from reports.conf import get_config
 from reports.definitions.base import DateRangeForm, Report
 from reports.models import Customer, Order, OrderLine, ResultFile
@@ -34,7 +34,7 @@ def _run(kind: str, params: dict) -> tuple[Job, list[list[str]]]:
     user = get_user_model().objects.create_user(f"u-{kind}", password="x")
     report = all_reports()[kind]
     job = progress.create_job(owner=user, kind=kind, title=report.describe(params), params=params)
-    reports.run_report(job_id=job.id)
+    run_job(job_id=job.id)
     job.refresh_from_db()
     assert job.state == "succeeded", job.error
     csv_file = ResultFile.objects.get(job=job, content_type="text/csv")
@@ -115,7 +115,7 @@ def test_a_period_without_orders_fails_with_a_readable_error(shop):
     user = get_user_model().objects.create_user("x", password="x")
     params = {"date_from": "1999-01-01", "date_to": "1999-12-31", "regions": []}
     job = progress.create_job(owner=user, kind="sales-by-region", title="t", params=params)
-    reports.run_report(job_id=job.id)
+    run_job(job_id=job.id)
     job.refresh_from_db()
     assert job.state == "failed"
     assert job.error == "No orders from the chosen regions between 1999-01-01 and 1999-12-31."

@@ -114,7 +114,7 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "limit slot",
         re.compile(r"slot:.+:[0-9]+"),
-        lambda: _limits("QUEUED_LEASE"),
+        lambda: max(_progress("QUEUED_LEASE"), _limits("REQUEST_LEASE")),
         "deleted when its holder ends; a lease its holder renews, so a crashed holder's slot comes free",
     ),
     Family(

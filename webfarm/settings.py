@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "dashboard",
     "limits",
     "polls",
+    "imports",
 ]
 
 MIDDLEWARE = [
@@ -130,6 +131,8 @@ PROGRESS = {
     "SEND_GRACE": env_float("PROGRESS_SEND_GRACE", 30.0),
     "RESEND_AFTER": env_float("PROGRESS_RESEND_AFTER", 120.0),
     "QUEUED_LOST_AFTER": env_float("PROGRESS_QUEUED_LOST_AFTER", 1800.0),
+    "JOBS_PER_USER": env_int("PROGRESS_JOBS_PER_USER", 2),
+    "JOBS_PER_KIND": env_int("PROGRESS_JOBS_PER_KIND", 4),
 }
 
 QUEUES = {
@@ -168,6 +171,11 @@ POLLS = {
 DASHBOARD = {
     "WORKER_HEARTBEAT": env_float("DASHBOARD_WORKER_HEARTBEAT", 10.0),
     "CHART_TTL": env_int("DASHBOARD_CHART_TTL", 30),
+}
+
+IMPORTS = {
+    "MAX_UPLOAD_BYTES": env_int("IMPORTS_MAX_UPLOAD_BYTES", 5 * 1024 * 1024),
+    "MAX_ROWS": env_int("IMPORTS_MAX_ROWS", 50_000),
 }
 
 REPORTS = {
@@ -219,7 +227,7 @@ CELERY_BEAT_SCHEDULE = {
     "drain-sitelog": {"task": "activity.drain_sitelog", "schedule": env_float("ACTIVITY_DRAIN_EVERY", 5.0)},
     # Reaping runs on any worker; while none is up, the sends expire instead of piling up.
     "reap-lost-jobs": {
-        "task": "reports.reap_lost_jobs",
+        "task": "progress.reap_lost_jobs",
         "schedule": REAP_EVERY,
         "options": {"expires": 2 * REAP_EVERY},
     },

@@ -10,5 +10,6 @@ urlpatterns = [
     path("queues/", include("queues.urls")),
     path("stats/", include("stats.urls")),
     path("polls/", include("polls.urls")),
+    path("imports/", include("imports.urls")),
     path("", include("reports.urls")),
 ]

@@ -3,6 +3,7 @@
 {% load progress %}
 {% progress_assets %}            in <head>: the bar's CSS and JS
 {% progress_bar job record %}    a live bar for `job` (record: its JobRecord, optional)
+{{ job|job_page }}               the URL of the job's own page (its job type's)
 """
 
 from typing import Any
@@ -11,6 +12,8 @@ from django import template
 from django.middleware.csrf import get_token
 from django.templatetags.static import static
 from django.utils.html import format_html
+
+from progress.jobtypes import get_job_type
 
 register = template.Library()
 
@@ -45,3 +48,10 @@ def progress_bar(
         "request": request,
         "csrf_token": csrf_token,
     }
+
+
+@register.filter
+def job_page(job: Any) -> str:
+    """The job's own page, as its type names it ("" for a type no longer installed)."""
+    job_type = get_job_type(job.kind)
+    return job_type.page_url(job.id) if job_type is not None else ""

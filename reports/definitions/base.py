@@ -7,13 +7,11 @@ from datetime import date
 from typing import Any, ClassVar
 
 from django import forms
+from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Max, Min
 
-from progress.exceptions import JobFailed
-from progress.models import Job
-from progress.outcome import JobResult
-from progress.reporter import ProgressReporter
-from progress.services import Tracker
+from limits.conf import get_config as get_limits
+from progress.api import Job, JobFailed, JobResult, JobType, ProgressReporter, SlotLimits, Tracker
 from reports import results
 from reports.conf import get_config
 from reports.models import OrderLine
@@ -34,20 +32,15 @@ class DateRangeForm(forms.Form):
         return cleaned
 
 
-class Report:
+class Report(JobType):
     """A report type. Subclasses set the class attributes and implement run()."""
 
-    name: ClassVar[str]
-    title: ClassVar[str]
     description: ClassVar[str]
     form_class: ClassVar[type[forms.Form]]
-    # Soft limit (seconds): the job is stopped and shown as failed; the worker
-    # process is killed HARD_LIMIT_GRACE seconds later if it does not stop.
-    time_limit: ClassVar[int] = 30 * 60
-    # Run a job again (once) when its worker died under it. Only for reports
-    # that are safe to run twice: these only read and write their own result.
+    noun: ClassVar[str] = "report"
+    page: ClassVar[str | None] = "reports:job"
+    # Reports only read the shop data and write their own result: safe to run twice.
     retry_on_lost: ClassVar[bool] = True
-    # Relative cost of each stage, so percent moves evenly across them.
     stages: ClassVar[Sequence[tuple[str, float]]] = (
         ("reading orders", 85),
         ("aggregating", 5),
@@ -58,6 +51,12 @@ class Report:
         """The soft time limit: settings.REPORTS["TIME_LIMITS"] may override the type's own."""
         return int(get_config()["TIME_LIMITS"].get(self.name, self.time_limit))
 
+    def limits(self, user: AbstractBaseUser) -> SlotLimits:
+        config = get_limits()
+        return SlotLimits(
+            group="reports", per_user=config["REPORTS_PER_USER"], per_kind=config["REPORTS_PER_KIND"]
+        )
+
     def params_from_form(self, cleaned: dict[str, Any]) -> dict[str, Any]:
         """Form data -> JSON-safe job parameters."""
         return {k: v.isoformat() if isinstance(v, date) else v for k, v in cleaned.items()}
@@ -66,8 +65,6 @@ class Report:
         return f"{self.title}, {params.get('date_from')} to {params.get('date_to')}"
 
     def run(self, *, job: Job, params: dict[str, Any], tracker: Tracker) -> JobResult:
-        """Do the work, publishing progress through tracker.reporter; return
-        the result (raise JobFailed with a sentence for the user to fail)."""
         raise NotImplementedError
 
 

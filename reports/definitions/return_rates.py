@@ -4,10 +4,7 @@ from typing import Any
 from django import forms
 from django.urls import reverse
 
-from progress.exceptions import JobFailed
-from progress.models import Job
-from progress.outcome import JobResult
-from progress.services import Tracker
+from progress.api import Job, JobFailed, JobResult, Tracker
 from reports.definitions.base import DateRangeForm, Report, scan_order_lines, write_csv
 from reports.models import CATEGORIES, Product
 

@@ -6,10 +6,7 @@ from django import forms
 from django.urls import reverse
 
 from core.charts import png_chart
-from progress.exceptions import JobFailed
-from progress.models import Job
-from progress.outcome import JobResult
-from progress.services import Tracker
+from progress.api import Job, JobFailed, JobResult, Tracker
 from reports import results
 from reports.definitions.base import DateRangeForm, Report, cents, scan_order_lines, write_csv
 from reports.models import REGIONS, Customer

@@ -1,4 +1,11 @@
-"""Starting and running report jobs."""
+"""Starting, running and re-sending jobs of any registered type.
+
+start_job() (web): take the job's limit slots, record it as queued, send its
+task. run_job() (worker, the progress.run_job task): run the type's body
+under track_job(). reap_lost_jobs() (beat): end jobs whose worker died and
+run them again once where the type allows; send again tasks that never
+reached a worker.
+"""
 
 import contextlib
 import logging
@@ -13,17 +20,15 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from core.slots import Lease, LimitReached, SlotsUnavailable, acquire
-from limits.conf import get_config as get_limits
-from progress import services as progress
-from progress import store
+from progress import services, store
+from progress.conf import get_config
 from progress.exceptions import JobNotRunnable, ProgressUnavailable
 from progress.ids import new_job_id
+from progress.jobtypes import JobType, get_job_type
 from progress.models import Job
 from progress.reaper import reap, reap_queued
 from progress.records import JobRecord
 from queues.exceptions import QueueError, QueueFull
-from reports.definitions.base import Report
-from reports.registry import get_report
 
 logger = logging.getLogger(__name__)
 
@@ -51,20 +56,24 @@ class StartRefused(Exception):
         self.message, self.reason, self.retry_after = message, reason, retry_after
 
 
-def start_report(*, user: AbstractBaseUser, report: Report, params: dict[str, Any]) -> Job:
+def start_job(*, user: AbstractBaseUser, job_type: JobType, params: dict[str, Any]) -> Job:
     """Take the job's limit slots, record it as queued in memcached and the
-    database, then send the task.
+    database (counted), then send its task.
 
     Raises StartRefused (over a limit), ProgressUnavailable (nothing recorded)
     or BrokerUnavailable (the job is recorded as failed with the reason).
     """
+    registered = get_job_type(job_type.name)
+    # By class, not identity: a source may build its instances again (a settings change, another thread).
+    if registered is None or type(registered) is not type(job_type):
+        raise ValueError(f"job type {job_type.name!r} is not registered: a worker could not run it")
     job_id = new_job_id()
-    lease = _take_slots(user, report, job_id)
+    lease = _take_slots(user, job_type, job_id)
     try:
-        job = progress.create_job(
+        job = services.create_job(
             owner=user,
-            kind=report.name,
-            title=report.describe(params),
+            kind=job_type.name,
+            title=job_type.describe(params),
             params=params,
             job_id=job_id,
             slots=lease.keys,
@@ -72,61 +81,69 @@ def start_report(*, user: AbstractBaseUser, report: Report, params: dict[str, An
     except BaseException:
         lease.release()
         raise
-    _send(job, report, slots=lease.keys)
+    _send(job, job_type, slots=lease.keys)
     return job
 
 
-def _send(job: Job, report: Report, *, slots: list[str]) -> None:
+def _send(job: Job, job_type: JobType, *, slots: list[str]) -> None:
     """Hand the job's task to the broker. A broker that cannot take it
     (unreachable, or full: a memcached broker under -M) ends the job as
     failed, frees its slots, and raises BrokerUnavailable."""
     try:
-        send_task(job, report)
+        send_task(job, job_type)
     except (OperationalError, QueueError) as exc:
         full = isinstance(exc, QueueFull)
         logger.error("job %s not queued: broker %s: %s", job.id, "full" if full else "unavailable", exc)
         reason = "The job queue is full right now" if full else "The job queue is unavailable"
-        progress.fail_to_queue(job=job, reason=f"{reason}; please try again.", slots=slots)
+        services.fail_to_queue(job=job, reason=f"{reason}; please try again.", slots=slots)
         raise BrokerUnavailable(str(exc), full=full) from exc
 
 
-def send_task(job: Job, report: Report) -> None:
+def send_task(job: Job, job_type: JobType) -> None:
     """Send the job's task and note it on the row (the reaper sends again
     what never left or what the broker lost). Raises what the broker raises."""
-    from reports.tasks import run_report
+    from progress.tasks import run_job
 
-    limit = report.time_limit_seconds()
-    run_report.apply_async(args=[job.id], soft_time_limit=limit, time_limit=limit + HARD_LIMIT_GRACE)
+    limit = job_type.time_limit_seconds()
+    options: dict[str, Any] = {"soft_time_limit": limit, "time_limit": limit + HARD_LIMIT_GRACE}
+    if job_type.queue:
+        options["queue"] = job_type.queue
+    run_job.apply_async(args=[job.id], **options)
     Job.objects.filter(pk=job.id).update(sent_at=timezone.now(), sends=F("sends") + 1)
 
 
-def _take_slots(user: AbstractBaseUser, report: Report, job_id: str) -> Lease:
-    config = get_limits()
-    per_user, per_kind = config["REPORTS_PER_USER"], config["REPORTS_PER_KIND"]
+def _take_slots(user: AbstractBaseUser, job_type: JobType, job_id: str) -> Lease:
+    config = get_config()
+    limits = job_type.limits(user)
     try:
         return acquire(
-            [(f"reports-user:{user.pk}", per_user), (f"reports-kind:{report.name}", per_kind)],
+            [
+                (f"{limits.group}-user:{user.pk}", limits.per_user),
+                (f"{limits.group}-kind:{job_type.name}", limits.per_kind),
+            ],
             job_id,
             ttl=config["QUEUED_LEASE"],
-            attempts=config["ATTEMPTS"],
-            pause=config["PAUSE"],
+            attempts=config["START_ATTEMPTS"],
+            pause=config["START_PAUSE"],
         )
     except SlotsUnavailable as exc:
         raise ProgressUnavailable(str(exc)) from exc
     except LimitReached as refusal:
         retry_after = _retry_after(refusal.holders, default=config["RETRY_AFTER"])
-        if refusal.scope.startswith("reports-user:"):
+        if refusal.scope.endswith(f"-user:{user.pk}"):
+            n = limits.per_user
             message = (
-                f"You already have {per_user} report{pluralize(per_user)} queued or running, the most "
+                f"You already have {n} {job_type.noun}{pluralize(n)} queued or running, the most "
                 f"anyone may have at once. Try again in about {retry_after} s, when one has finished."
             )
-            reason = "reports-user"
+            reason = f"{limits.group}-user"
         else:
+            n = limits.per_kind
             message = (
-                f"{report.title} is already being run {per_kind} time{pluralize(per_kind)} on the farm, "
+                f"{job_type.title} is already being run {n} time{pluralize(n)} on the farm, "
                 f"the most at once. Try again in about {retry_after} s."
             )
-            reason = "reports-kind"
+            reason = f"{limits.group}-kind"
         raise StartRefused(message, reason=reason, retry_after=retry_after) from refusal
 
 
@@ -143,14 +160,14 @@ def _retry_after(holders: list[str], *, default: int) -> int:
 
 
 def retry_lost(job: Job, record: JobRecord) -> str | None:
-    """The reaper's hook: run a lost job once more as a new job, if its report
-    type allows, in the slots the lost one held. Returns the new job's id."""
-    report = get_report(job.kind)
-    if report is None or not report.retry_on_lost or job.attempt >= MAX_ATTEMPTS:
+    """The reaper's hook: run a lost job once more as a new job, if its type
+    allows, in the slots the lost one held. Returns the new job's id."""
+    job_type = get_job_type(job.kind)
+    if job_type is None or not job_type.retry_on_lost or job.attempt >= MAX_ATTEMPTS:
         return None
     new_id = new_job_id()
-    lease = Lease(holder=job.id, ttl=0, keys=record.slots).transfer(new_id, get_limits()["QUEUED_LEASE"])
-    again = progress.create_job(
+    lease = Lease(holder=job.id, ttl=0, keys=record.slots).transfer(new_id, get_config()["QUEUED_LEASE"])
+    again = services.create_job(
         owner=job.owner,
         kind=job.kind,
         title=job.title,
@@ -162,28 +179,28 @@ def retry_lost(job: Job, record: JobRecord) -> str | None:
         read_token=job.read_token,  # the bar follows the retry on the same URL
     )
     # After the caller's transaction: a worker must find the new row.
-    transaction.on_commit(lambda: _send_quietly(again, report, slots=lease.keys))
+    transaction.on_commit(lambda: _send_quietly(again, job_type, slots=lease.keys))
     logger.info("job %s lost; running it again as %s (attempt %s)", job.id, new_id, again.attempt)
     return new_id
 
 
-def _send_quietly(job: Job, report: Report, *, slots: list[str]) -> None:
+def _send_quietly(job: Job, job_type: JobType, *, slots: list[str]) -> None:
     # On BrokerUnavailable _send has ended the job as failed, with the reason.
     with contextlib.suppress(BrokerUnavailable):
-        _send(job, report, slots=slots)
+        _send(job, job_type, slots=slots)
 
 
-def run_report(*, job_id: str) -> None:
-    """The body of the Celery task: run the job's report under progress tracking."""
+def run_job(*, job_id: str) -> None:
+    """The body of the Celery task: run the job's type under progress tracking."""
     job = Job.objects.filter(pk=job_id).first()
-    report = get_report(job.kind) if job else None
-    if job is None or report is None:
+    job_type = get_job_type(job.kind) if job else None
+    if job is None or job_type is None:
         logger.error("task for unknown job %s (kind %s) dropped", job_id, job and job.kind)
         return
     try:
-        with progress.track_job(job_id) as tracker:
-            tracker.reporter.plan(report.stages)
-            tracker.result = report.run(job=job, params=job.params, tracker=tracker)
+        with services.track_job(job_id) as tracker:
+            tracker.reporter.plan(job_type.stages)
+            tracker.result = job_type.run(job=job, params=job.params, tracker=tracker)
     except JobNotRunnable as exc:
         logger.info("job %s not run: %s", job_id, exc)
         return
@@ -198,7 +215,7 @@ def reap_lost_jobs() -> list[str]:
 
 
 def _send_again(job: Job) -> None:
-    report = get_report(job.kind)
-    if report is None:
-        raise JobNotRunnable(f"no report type {job.kind!r}")
-    send_task(job, report)
+    job_type = get_job_type(job.kind)
+    if job_type is None:
+        raise JobNotRunnable(f"no job type {job.kind!r}")
+    send_task(job, job_type)

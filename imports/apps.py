@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ImportsConfig(AppConfig):
+    name = "imports"
+    verbose_name = "Customer imports from CSV"

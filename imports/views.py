@@ -1,0 +1,125 @@
+import csv
+import io
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils.http import content_disposition_header
+from django.views.decorators.http import require_http_methods, require_safe
+
+from core.http import json_error, wants_json
+from imports.forms import UploadForm
+from imports.jobs import import_customers
+from imports.models import Upload
+from imports.selectors import import_of, imports_of, upload_of
+from imports.services import rejected_csv_rows
+from limits.refusals import note_refusal, refusal_response
+from progress.api import (
+    BrokerUnavailable,
+    ProgressUnavailable,
+    StartRefused,
+    job_record,
+    job_rows,
+    record_from_job,
+)
+from reports.definitions.base import safe_cell
+
+UNAVAILABLE_RETRY_AFTER = 5
+PREVIEW_ROWS = 20
+
+
+def _page(request: HttpRequest, form: UploadForm, status: int = 200, **extra: object) -> HttpResponse:
+    context = {"form": form, "rows": job_rows(imports_of(request.user)), **extra}
+    return render(request, "imports/index.html", context, status=status)
+
+
+def _printable(name: str) -> str:
+    # A file name is the user's: no control characters (a NUL fails PostgreSQL) in titles.
+    return "".join(c for c in name if c.isprintable())[:200] or "upload.csv"
+
+
+@require_http_methods(["GET", "HEAD", "POST"])
+@login_required
+def index(request: HttpRequest) -> HttpResponse:
+    if request.method != "POST":
+        return _page(request, UploadForm())
+    form = UploadForm(request.POST, request.FILES)
+    if not form.is_valid():
+        if wants_json(request):
+            return JsonResponse({"error": "The file cannot be imported.", "fields": form.errors}, status=400)
+        return _page(request, form, status=400)
+    data = form.cleaned_data["data"]
+    upload = Upload.objects.create(
+        owner=request.user, name=_printable(form.cleaned_data["file"].name), data=data, size=len(data)
+    )
+    try:
+        job = import_customers.start(user=request.user, params={"upload": upload.pk, "name": upload.name})
+    except StartRefused as refusal:
+        upload.delete()
+        note_refusal(request, refusal.reason, refusal.message, refusal.retry_after)
+        context = {"form": form, "rows": job_rows(imports_of(request.user)), "refusal": refusal}
+        return refusal_response(
+            request, refusal.message, refusal.retry_after, template="imports/index.html", context=context
+        )
+    except (ProgressUnavailable, BrokerUnavailable) as exc:
+        upload.delete()
+        what = "job queue" if isinstance(exc, BrokerUnavailable) else "progress store"
+        message = f"The {what} is unavailable right now, so the import was not started. Please try again."
+        if wants_json(request):
+            return json_error(503, message, retry_after=UNAVAILABLE_RETRY_AFTER)
+        response = _page(request, form, status=503, unavailable=message)
+        response["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER)
+        return response
+    job_url = reverse("imports:job", args=[job.id])
+    if wants_json(request):
+        progress_url = reverse("progress:by_token", args=[job.id, job.read_token])
+        return JsonResponse(
+            {"job": job.id, "job_url": job_url, "public_progress_url": progress_url}, status=202
+        )
+    return HttpResponseRedirect(job_url)
+
+
+@require_safe
+@login_required
+def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
+    job = import_of(request.user, job_id)
+    if job is None:
+        raise Http404("No such import.")
+    try:
+        record = job_record(job_id=job.id, owner_id=request.user.pk)
+    except ProgressUnavailable:
+        record = record_from_job(job)  # the bar retries and says so
+    upload = upload_of(job)
+    done = upload is not None and upload.imported_at is not None and job.state == "succeeded"
+    preview = list(upload.rejected_rows.all()[:PREVIEW_ROWS]) if done else []
+    return render(
+        request,
+        "imports/job.html",
+        {
+            "job": job,
+            "record": record,
+            "upload": upload if done else None,
+            "preview": preview,
+            # The page shows the rejected rows once they exist: fetch it again then.
+            "reload_on_success": not done,
+        },
+    )
+
+
+@require_safe
+@login_required
+def rejected(request: HttpRequest, job_id: str) -> HttpResponse:
+    job = import_of(request.user, job_id)
+    upload = upload_of(job) if job else None
+    if upload is None or upload.imported_at is None:
+        raise Http404("No rejected rows for this import.")
+    out = io.StringIO()
+    writer = csv.writer(out)
+    for row in rejected_csv_rows(upload):
+        writer.writerow([safe_cell(cell) for cell in row])
+    response = HttpResponse(out.getvalue().encode(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = content_disposition_header(True, f"rejected-{job.id}.csv")
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Cache-Control"] = "private, no-store"
+    return response
