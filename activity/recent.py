@@ -2,10 +2,14 @@
 web node can show them (the log file lives on the drainer's machine).
 
 One sealed key (core.seal): a list someone else put there reads as none,
-and every entry is checked again on the way out.
+and every entry is checked again on the way out. Pages polling for what
+changed (progress bars, poll results, the dashboard, metrics) are left out:
+a person looking for what happened would see nothing else. The log file and
+the counters keep them.
 """
 
 import json
+import re
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -24,6 +28,16 @@ TAIL_BYTES = 256 * 1024
 # dashboard reads the file's tail instead.
 TTL = 24 * 3600
 
+# Answered reads of what pages poll every second or two.
+POLLING = re.compile(r"/(progress/|polls/\d+/results\.json|admin/dashboard/(live/|charts/)|stats/|static/)")
+
+
+def worth_showing(entry: dict[str, Any]) -> bool:
+    polled = entry.get("method") in ("GET", "HEAD") and isinstance(entry.get("path"), str)
+    if polled and POLLING.match(entry["path"]) and isinstance(entry.get("status"), int):
+        return entry["status"] >= 400
+    return True
+
 
 def _stored(client: Any) -> list[dict[str, Any]]:
     raw = unseal("sitelog", KEY, client.get(KEY))
@@ -35,6 +49,7 @@ def _stored(client: Any) -> list[dict[str, Any]]:
 
 def remember(client: Any, entries: list[dict[str, Any]]) -> None:
     """Add freshly written entries (only the drainer writes: it holds the lock)."""
+    entries = [entry for entry in entries if worth_showing(entry)]
     if not entries:
         return
     try:
@@ -53,5 +68,5 @@ def newest(limit: int, log_file: Path | None = None) -> list[dict[str, Any]]:
     except (MemcacheError, OSError):
         entries = []
     if not entries and log_file is not None:
-        entries = valid_only(tail_entries(log_file, TAIL_BYTES)[-KEEP:])
+        entries = [e for e in valid_only(tail_entries(log_file, TAIL_BYTES)) if worth_showing(e)][-KEEP:]
     return entries[::-1][:limit]

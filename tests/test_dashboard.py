@@ -220,3 +220,31 @@ def test_a_planted_heartbeat_or_worker_list_line_is_ignored(staff):
     client.set("workers:0123456789abcdef", b'{"state": "up", "seen": "now"}')
     assert live_workers() == []
     assert staff.get("/admin/dashboard/live/").status_code == 200
+
+
+def test_newest_activity_leaves_out_what_pages_poll_but_not_their_errors(tmp_path):
+    def entry(method: str, path: str, status: int) -> bytes:
+        message = f"{method} {path} {status}"
+        return json.dumps(
+            {"message": message, "ts": time.time(), "method": method, "path": path, "status": status}
+        ).encode()
+
+    Queue(QUEUE_NAME).put_many(
+        [
+            entry("POST", "/reports/top-customers/", 202),
+            entry("GET", "/progress/abc/<token>/", 200),
+            entry("GET", "/progress/abc/", 304),
+            entry("GET", "/polls/3/results.json", 200),
+            entry("GET", "/admin/dashboard/live/", 200),
+            entry("GET", "/stats/metrics", 200),
+            entry("GET", "/progress/abc/", 404),
+            entry("GET", "/jobs/abc/", 200),
+        ]
+    )
+    path = tmp_path / "activity.log"
+    drain(path)
+    shown = ["GET /jobs/abc/ 200", "GET /progress/abc/ 404", "POST /reports/top-customers/ 202"]
+    assert [e["message"] for e in recent.newest(10)] == shown
+    assert len(path.read_text().splitlines()) == 8  # the log file keeps them all
+    get_client().delete(recent.KEY)
+    assert [e["message"] for e in recent.newest(10, path)] == shown

@@ -7,7 +7,7 @@ PostgreSQL (DATABASE_URL; the database is created if missing). The broker is
 memcached, or the local Redis with FARM_BROKER=redis. Ctrl-C stops what it
 started.
 
-`python -m webfarm.farm nginx` prints deploy/nginx/webfarm.conf filled in from
+`python -m webfarm.farm nginx` prints deploy/nginx/webfarm.conf.template filled in from
 the environment, for a balancer on another machine (docs/farm.md).
 """
 

@@ -37,6 +37,8 @@ INSTALLED_APPS = [
     "limits",
     "polls",
     "imports",
+    # The project itself: its management commands (seed_demo).
+    "webfarm",
 ]
 
 MIDDLEWARE = [

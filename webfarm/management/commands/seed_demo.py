@@ -5,13 +5,15 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from polls.models import Poll
 from reports.models import Order
 
 DEMO_USERS = [("alice", False), ("bob", False), ("admin", True)]
+DEMO_POLL = ("Which report do you run most?", ["Sales by region", "Top customers", "Product return rates"])
 
 
 class Command(BaseCommand):
-    help = "Create the demo accounts and, if there are no orders yet, the demo dataset."
+    help = "Create the demo accounts and, where there are none yet, a poll and the demo dataset."
 
     def handle(self, *args: Any, **options: Any) -> None:
         password = os.environ.get("DEMO_PASSWORD", "webfarm-demo")
@@ -26,6 +28,12 @@ class Command(BaseCommand):
                     is_superuser=staff,
                 )
                 self.stdout.write(f"created demo account {username}")
+        if not Poll.objects.exists():
+            question, choices = DEMO_POLL
+            poll = Poll.objects.create(question=question)
+            for position, text in enumerate(choices):
+                poll.choices.create(text=text, position=position)
+            self.stdout.write(f"created a demo poll: {question}")
         if not Order.objects.exists():
             orders = int(os.environ.get("DEMO_ORDERS", "1000000"))
             self.stdout.write(f"generating the demo dataset ({orders:,} orders), once")
