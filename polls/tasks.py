@@ -10,6 +10,14 @@ logger = logging.getLogger(__name__)
 @shared_task(name="polls.flush_votes", ignore_result=True)
 def flush_votes() -> None:
     try:
-        flush_all()
+        done = flush_all()
     except FlusherBusy:
         logger.debug("vote flusher already running")
+        return
+    if any(done.values()):
+        logger.info(
+            "votes: %s stored, %s counted, %s polls' totals rebuilt",
+            done["stored"],
+            done["counted"],
+            done["rebuilt"],
+        )

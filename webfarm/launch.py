@@ -20,6 +20,8 @@ from webfarm.secret import machine_key
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_USERS = "alice, bob (users) and admin (staff)"
 LOCAL_REDIS = ("redis://127.0.0.1:6379", "redis://localhost:6379")
+# By its message: the interpreter reads PYTHONWARNINGS before Celery is importable.
+ROOT_WARNING = "ignore:You're running the worker with superuser privileges"
 
 
 def answers(host: str, port: int) -> bool:
@@ -48,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     env = {**os.environ, "HOST": args.host, "PORT": str(args.port), "PYTHONUNBUFFERED": "1"}
+    as_root = os.geteuid() == 0
+    if as_root:
+        # Celery warns at length on every start as root; the banner says it once, shortly.
+        env["PYTHONWARNINGS"] = ",".join(filter(None, [env.get("PYTHONWARNINGS"), ROOT_WARNING]))
     if not env.get("DJANGO_SECRET_KEY"):
         # A key of this machine's own: the processes refuse a placeholder.
         env["DJANGO_SECRET_KEY"] = machine_key(ROOT / "var" / "secret_key")
@@ -59,6 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         f"webfarm is starting: http://{args.host}:{args.port}/\n"
         f"  demo logins: {DEMO_USERS}, password {password!r}"
     )
+    if as_root:
+        banner += "\n  running as root: fine on your machine; a farm runs each role as its own user (deploy/)"
     return run_processes(commands, env, banner)
 
 

@@ -276,8 +276,13 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "filters": {"quiet_housekeeping": {"()": "webfarm.logfilters.QuietHousekeeping"}},
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "plain",
+            "filters": ["quiet_housekeeping"],
+        },
         # Every node ships its activity into memcached; one drainer writes the file.
         "sitelog": {"class": "activity.handler.SiteLogHandler"},
     },
