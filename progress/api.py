@@ -41,9 +41,10 @@ from progress.outcome import JobResult
 from progress.reporter import ProgressReporter
 from progress.selectors import job_record, job_rows
 from progress.services import Tracker, cancel_job, record_from_job
-from progress.states import State
+from progress.states import FINAL_STATES, State
 
 __all__ = [
+    "FINAL_STATES",
     "BrokerUnavailable",
     "Job",
     "JobCancelled",

@@ -11,9 +11,22 @@ from progress.api import Job, is_valid_job_id
 from reports.models import Customer, Order, OrderLine, Product, ResultFile
 from reports.results import RESULT_NAME_RE
 
+# "My jobs" filters: name -> (label, the states it shows; None: all).
+JOB_FILTERS: dict[str, tuple[str, tuple[str, ...] | None]] = {
+    "": ("All", None),
+    "running": ("Running", ("queued", "running")),
+    "finished": ("Finished", ("succeeded",)),
+    "failed": ("Failed or cancelled", ("failed", "lost", "cancelled")),
+}
 
-def jobs_of(user: AbstractBaseUser, *, limit: int = 50) -> QuerySet[Job]:
-    return Job.objects.filter(owner=user).order_by("-created_at")[:limit]
+
+def jobs_of(
+    user: AbstractBaseUser, *, limit: int = 50, states: tuple[str, ...] | None = None
+) -> QuerySet[Job]:
+    jobs = Job.objects.filter(owner=user)
+    if states is not None:
+        jobs = jobs.filter(state__in=states)
+    return jobs.order_by("-created_at")[:limit]
 
 
 def job_of(user: AbstractBaseUser, job_id: str) -> Job | None:

@@ -8,5 +8,6 @@ urlpatterns = [
     path("reports/<str:kind>/", views.start, name="start"),
     path("jobs/", views.my_jobs, name="my_jobs"),
     path("jobs/<str:job_id>/", views.job_detail, name="job"),
+    path("jobs/<str:job_id>/again/", views.again, name="again"),
     path("jobs/<str:job_id>/files/<str:name>", views.download, name="download"),
 ]

@@ -1,14 +1,18 @@
+from django import forms
 from django.contrib.auth.decorators import login_required
 from django.http import (
     Http404,
     HttpRequest,
     HttpResponse,
+    HttpResponseBadRequest,
     HttpResponseRedirect,
     JsonResponse,
+    QueryDict,
     StreamingHttpResponse,
 )
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.cache import patch_vary_headers
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_http_methods, require_safe
 
@@ -17,6 +21,7 @@ from core.http import json_error, wants_json
 from limits.decorators import limit_concurrency
 from limits.refusals import note_refusal, refusal_response
 from progress.api import (
+    FINAL_STATES,
     BrokerUnavailable,
     ProgressUnavailable,
     StartRefused,
@@ -27,6 +32,7 @@ from progress.api import (
     start_job,
 )
 from reports import results, selectors
+from reports.definitions.base import Report
 from reports.registry import all_reports, get_report
 
 UNAVAILABLE_RETRY_AFTER = 5
@@ -70,6 +76,12 @@ def start(request: HttpRequest, kind: str) -> HttpResponse:
         if wants_json(request):
             return JsonResponse({"error": "Invalid parameters.", "fields": form.errors}, status=400)
         return render(request, "reports/start.html", {"report": report, "form": form}, status=400)
+    return _start(request, report, form)
+
+
+def _start(request: HttpRequest, report: Report, form: forms.Form) -> HttpResponse:
+    """Start a job of `report` from a valid form: 202 with its URLs (JSON) or
+    a redirect to its page; the form again with why, if it cannot start."""
     try:
         job = start_job(user=request.user, job_type=report, params=report.params_from_form(form.cleaned_data))
     except StartRefused as refusal:
@@ -100,11 +112,57 @@ def start(request: HttpRequest, kind: str) -> HttpResponse:
     return HttpResponseRedirect(job_url)
 
 
+@require_http_methods(["POST"])
+@login_required
+def again(request: HttpRequest, job_id: str) -> HttpResponse:
+    """Start an ended job's report again with the same settings."""
+    job = selectors.job_of(request.user, job_id)
+    report = get_report(job.kind) if job else None
+    if job is None or report is None:
+        raise Http404("No such job.")
+    if job.state not in FINAL_STATES:
+        return (
+            json_error(409, "This job has not ended yet.")
+            if wants_json(request)
+            else HttpResponseRedirect(reverse("reports:job", args=[job.id]))
+        )
+    # Checked again as if typed in: the settings of an old job may not suit the report today.
+    form = report.form_class(_as_form_data(job.params))
+    if not form.is_valid():
+        return render(request, "reports/start.html", {"report": report, "form": form}, status=400)
+    return _start(request, report, form)
+
+
+def _as_form_data(params: object) -> QueryDict:
+    data = QueryDict(mutable=True)
+    for key, value in (params if isinstance(params, dict) else {}).items():
+        if isinstance(value, list):
+            data.setlist(key, [str(v) for v in value])
+        elif value is not None:
+            data[key] = str(value)
+    return data
+
+
 @require_safe
 @login_required
 def my_jobs(request: HttpRequest) -> HttpResponse:
-    rows = job_rows(selectors.jobs_of(request.user))
-    return render(request, "reports/my_jobs.html", {"rows": rows})
+    shown = request.GET.get("state", "")
+    if shown not in selectors.JOB_FILTERS:
+        message = f"Unknown filter; use one of: {', '.join(f for f in selectors.JOB_FILTERS if f)}."
+        return json_error(400, message) if wants_json(request) else HttpResponseBadRequest(message)
+    jobs = selectors.jobs_of(request.user, states=selectors.JOB_FILTERS[shown][1])
+    if wants_json(request):
+        # What the page polls to see jobs come and go; each bar follows its own job.
+        listed = [{"id": job.id, "state": job.state} for job in jobs]
+        version = ",".join(job["id"] for job in listed)
+        response: HttpResponse = JsonResponse({"updated_at": version, "jobs": listed})
+    else:
+        filters = [(name, label, name == shown) for name, (label, _) in selectors.JOB_FILTERS.items()]
+        context = {"rows": job_rows(jobs), "filters": filters, "shown": shown}
+        response = render(request, "reports/my_jobs.html", context)
+    # One URL, two answers: no cache may hand the list's JSON to the page.
+    patch_vary_headers(response, ["Accept"])
+    return response
 
 
 @require_safe
@@ -131,6 +189,7 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
             "charts": [f for f in files if f.content_type.startswith("image/")],
             # The page shows files only once they exist: fetch it again when they do.
             "reload_on_success": not files,
+            "ended_without_result": job.state in FINAL_STATES and job.state != "succeeded",
         },
     )
 

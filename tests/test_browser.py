@@ -3,6 +3,7 @@ download the file."""
 
 import csv
 import io
+import os
 import re
 import signal
 import time
@@ -11,11 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
 
 from polls.services import FLUSH_LOCK_TTL
 from tests import processes
-from tests.web import DEMO_PASSWORD, create_poll, flush_votes, vote_anonymously
+from tests.web import DEMO_PASSWORD, WebClient, create_poll, flush_votes, new_user, vote_anonymously
 
 pytestmark = [pytest.mark.farm, pytest.mark.browser]
 
@@ -337,3 +339,175 @@ def test_import_customers_from_a_csv_file_and_download_the_rejected_rows(page: P
     page.get_by_role("link", name="My jobs").click()
     page.get_by_role("link", name=f"Customer import: customers-{tag}.csv").click()
     expect(page).to_have_url(re.compile(r"/imports/[A-Za-z0-9_-]+/$"))
+
+
+# -- what a person sees: every page, checked ------------------------------------------
+
+# Template syntax, Python's and JavaScript's empty values, a traceback: none belongs in a page's text.
+NOT_FOR_PEOPLE = re.compile(r"\{#|\{%|\{\{|#\}|%\}|\}\}|\bNone\b|\bundefined\b|\bNaN\b|Traceback")
+SHOTS = Path(os.environ.get("WALK_SCREENSHOTS", processes.ROOT / "var" / "screenshots"))
+
+
+def _looks_right(page: Page, name: str) -> None:
+    """The page's text has nothing of the machinery in it, axe-core finds no
+    serious or critical problem, and its screenshot is in SHOTS."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SHOTS / f"{name}.png", full_page=True)
+    text = page.locator("body").inner_text()
+    found = NOT_FOR_PEOPLE.search(text)
+    assert found is None, (name, found.group(0), text[max(0, found.start() - 80) : found.end() + 80])
+    violations = Axe().run(page).response["violations"]
+    serious = [v for v in violations if v["impact"] in ("serious", "critical")]
+    assert not serious, (
+        name,
+        [
+            (v["id"], v["help"], [(n["target"], n.get("failureSummary")) for n in v["nodes"]][:4])
+            for v in serious
+        ],
+    )
+
+
+def _new_user(farm, username: str) -> WebClient:
+    return new_user(farm.env, farm.node_a, username)
+
+
+@pytest.mark.parametrize("farm", ["memcached"], indirect=True)
+def test_every_page_reads_right_and_passes_axe_for_visitors_users_and_staff(browser: Browser, farm):
+    poll, _ = create_poll(farm.env, "Walked?", ["Yes", "No"])
+    walker = _new_user(farm, "walker")
+    finished = walker.start_report("top-customers", {**ALL_DATES, "top": 5, "region": ""})["job"]
+    walker.wait_until(finished, lambda p: p["state"] == "succeeded", timeout=120, what="a finished job")
+
+    def visitor(username: str | None) -> Page:
+        context = browser.new_context(base_url=farm.node_a, viewport={"width": 1200, "height": 900})
+        page = context.new_page()
+        if username:
+            page.goto("/accounts/login/")
+            page.get_by_label("Username").fill(username)
+            page.get_by_label("Password").fill(DEMO_PASSWORD)
+            page.get_by_role("button", name="Log in").click()
+            expect(page.get_by_role("heading", name="Reports")).to_be_visible()
+        return page
+
+    anonymous = visitor(None)
+    for name, path, status in [
+        ("anonymous-login", "/accounts/login/", 200),
+        ("anonymous-polls", "/polls/", 200),
+        ("anonymous-poll", f"/polls/{poll}/", 200),
+        ("anonymous-404", "/no/such/page/", 404),
+    ]:
+        assert anonymous.goto(path).status == status, path
+        _looks_right(anonymous, name)
+
+    user = visitor("walker")
+    pages = [
+        ("home", "/"),
+        ("report-sales-by-region", "/reports/sales-by-region/"),
+        ("report-top-customers", "/reports/top-customers/"),
+        ("report-return-rates", "/reports/return-rates/"),
+        ("job-finished", f"/jobs/{finished}/"),
+        ("polls", "/polls/"),
+        ("poll", f"/polls/{poll}/"),
+        ("imports", "/imports/"),
+    ]
+    for name, path in pages:
+        assert user.goto(path).status == 200, path
+        _looks_right(user, name)
+    assert user.goto("/admin/dashboard/").status == 403
+    _looks_right(user, "refused-dashboard")
+    assert user.goto("/jobs/not-a-job/").status == 404
+    _looks_right(user, "job-404")
+
+    # A running job, "My jobs" with it, then the start form refusing one too many.
+    running = [walker.start_report("sales-by-region", ALL_DATES)["job"] for _ in range(4)]  # the farm's limit
+    try:
+        user.goto(f"/jobs/{running[0]}/")
+        expect(user.locator(".job-progress .state")).to_have_text(re.compile("queued|running"))
+        _looks_right(user, "job-running")
+        user.goto("/jobs/")
+        _looks_right(user, "my-jobs")
+        user.goto("/reports/return-rates/")
+        user.get_by_role("button", name="Start report").click()
+        expect(user.get_by_role("alert")).to_contain_text("You already have 4 reports")
+        _looks_right(user, "start-refused")
+    finally:
+        for job in running:
+            walker.post(f"/progress/{job}/cancel/", headers={"Accept": "application/json"})
+
+    staff = visitor("admin")
+    staff.goto("/admin/dashboard/")
+    expect(staff.get_by_role("heading", name="Running jobs")).to_be_visible()
+    _looks_right(staff, "dashboard")
+    for page in (anonymous, user, staff):
+        page.context.close()
+
+
+def _tab_to(page: Page, name: str, *, limit: int = 40) -> None:
+    """Press Tab until the focused element reads `name`."""
+    focused = "() => (document.activeElement.innerText || document.activeElement.value || '').trim()"
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        if page.evaluate(focused) == name:
+            return
+    raise AssertionError(f"{name!r} cannot be reached with Tab")
+
+
+def _log_in_by_keyboard(page: Page, username: str) -> None:
+    page.goto("/accounts/login/")
+    for _ in range(10):  # the field has autofocus; Tab gets there if it had not
+        if page.evaluate("() => document.activeElement.name") == "username":
+            break
+        page.keyboard.press("Tab")
+    page.keyboard.type(username)
+    page.keyboard.press("Tab")
+    page.keyboard.type(DEMO_PASSWORD)
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="Reports")).to_be_visible()
+
+
+@pytest.mark.parametrize("farm", ["memcached"], indirect=True)
+def test_with_the_keyboard_alone_a_user_starts_cancels_and_downloads(page: Page, farm):
+    _new_user(farm, "keys")
+    _log_in_by_keyboard(page, "keys")
+    page.goto("/reports/sales-by-region/")
+    _tab_to(page, "Start report")
+    page.keyboard.press("Enter")
+    expect(page).to_have_url(re.compile(r"/jobs/[\w-]+/$"))
+    _tab_to(page, "Cancel")
+    page.keyboard.press("Enter")
+    expect(page.locator(".job-progress.state-cancelled")).to_be_visible(timeout=30_000)
+
+    page.goto("/reports/top-customers/")
+    _tab_to(page, "Start report")
+    page.keyboard.press("Enter")
+    expect(page.locator(".job-progress.state-succeeded")).to_be_visible(timeout=120_000)
+    expect(page.get_by_role("heading", name="Files")).to_be_visible()  # the reload on success
+    with page.expect_download() as download:
+        _tab_to(page, "Download")
+        page.keyboard.press("Enter")
+    assert download.value.suggested_filename == "top-customers.csv"
+
+
+@pytest.mark.parametrize("farm", ["memcached"], indirect=True)
+def test_my_jobs_shows_jobs_come_and_go_without_a_reload(page: Page, farm):
+    mine = _new_user(farm, "lister")
+    _log_in_by_keyboard(page, "lister")
+    page.get_by_role("link", name="My jobs").click()
+    page.get_by_role("link", name="Running").click()
+    expect(page.locator("ul.jobs")).to_contain_text("No jobs here.")
+    page.evaluate("window.notReloaded = true")
+    # Started elsewhere (another tab, the API), it comes into the list; it stays queued
+    # while the worker is stopped, then runs, and leaves the list when it has finished.
+    os.kill(farm.worker.proc.pid, signal.SIGSTOP)
+    try:
+        job = mine.start_report("top-customers", {**ALL_DATES, "top": 5, "region": ""})["job"]
+        item = page.locator(f"li[data-job-id='{job}']")
+        expect(item).to_be_visible(timeout=30_000)
+        expect(item.locator(".job-progress .state")).to_have_text("queued")
+    finally:
+        os.kill(farm.worker.proc.pid, signal.SIGCONT)
+    mine.wait_until(job, lambda p: p["state"] == "succeeded", timeout=120, what="the job")
+    expect(item).to_have_count(0, timeout=30_000)
+    assert page.evaluate("window.notReloaded") is True
+    page.get_by_role("link", name="Finished").click()
+    expect(page.locator(f"li[data-job-id='{job}'] .job-progress.state-succeeded")).to_be_visible()

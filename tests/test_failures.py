@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests import processes
-from tests.web import DEMO_PASSWORD, WebClient
+from tests.web import WebClient, new_user
 
 pytestmark = pytest.mark.farm
 
@@ -17,15 +17,7 @@ PER_USER = 4  # LIMITS_REPORTS_PER_USER in the farm fixture
 
 
 def _new_user(farm, username: str) -> WebClient:
-    processes.manage(
-        farm.env,
-        "shell",
-        "-c",
-        "from django.contrib.auth import get_user_model; "
-        f"get_user_model().objects.filter(username='{username}').exists() or "
-        f"get_user_model().objects.create_user('{username}', password='{DEMO_PASSWORD}')",
-    )
-    return WebClient(farm.node_a).login(username)
+    return new_user(farm.env, farm.node_a, username)
 
 
 def _cancel_all(client: WebClient, jobs: list[str]) -> None:

@@ -73,3 +73,57 @@ def test_the_dataset_summary_is_computed_once_and_forgotten_when_data_is_regener
     assert "The shop data: 300 orders" in page and "by 50 customers, over 20 products" in page
     form = client.get("/reports/top-customers/").content.decode()
     assert 'name="date_from" value="20' in form
+
+
+def test_an_ended_job_starts_again_with_the_same_settings(alice_client):
+    from progress.exceptions import JobFailed
+    from progress.models import Job
+
+    alice, client = alice_client
+    params = {"date_from": "2024-01-01", "date_to": "2024-06-30", "regions": ["North", "East"]}
+    failed = services.create_job(owner=alice, kind="sales-by-region", title="t", params=params)
+    with services.track_job(failed.id):  # ends it as failed, with the reason
+        raise JobFailed("The database went away.")
+    page = client.get(f"/jobs/{failed.id}/").content.decode()
+    assert "Start it again with the same settings" in page and 'class="again" data-again-for' in page
+    form_tag = page[page.index('class="again"') :].split(">", 1)[0]
+    assert "hidden" not in form_tag  # a failed job: offered at once
+
+    answer = client.post(f"/jobs/{failed.id}/again/")
+    again = Job.objects.exclude(pk=failed.pk).get()
+    assert answer.status_code == 302 and answer["Location"] == f"/jobs/{again.id}/"
+    assert (again.kind, again.params, again.state) == ("sales-by-region", params, "queued")
+    # Not for a job still going, nor another user's, nor by GET.
+    assert client.post(f"/jobs/{again.id}/again/", HTTP_ACCEPT="application/json").status_code == 409
+    bob = Client()
+    bob.force_login(get_user_model().objects.create_user("bob", password="x"))
+    assert bob.post(f"/jobs/{failed.id}/again/").status_code == 404
+    assert client.get(f"/jobs/{failed.id}/again/").status_code == 405
+    assert Job.objects.count() == 2
+
+
+def test_my_jobs_filters_by_state_and_lists_its_jobs_as_json_for_the_page_to_poll(alice_client):
+    alice, client = alice_client
+    running = services.create_job(owner=alice, kind="demo", title="Running one", params={})
+    services.begin_job(running.id)
+    done = services.create_job(owner=alice, kind="demo", title="Finished one", params={})
+    with services.track_job(done.id):
+        pass
+    cancelled = services.create_job(owner=alice, kind="demo", title="Cancelled one", params={})
+    services.cancel_job(job=cancelled)
+
+    def titles(state: str) -> list[str]:
+        page = client.get(f"/jobs/?state={state}").content.decode()
+        return [t for t in ("Running one", "Finished one", "Cancelled one") if t in page]
+
+    assert titles("") == ["Running one", "Finished one", "Cancelled one"]
+    assert titles("running") == ["Running one"]
+    assert titles("finished") == ["Finished one"]
+    assert titles("failed") == ["Cancelled one"]
+    assert 'aria-current="page">Finished</a>' in client.get("/jobs/?state=finished").content.decode()
+
+    listed = client.get("/jobs/?state=running", HTTP_ACCEPT="application/json")
+    assert listed.json() == {"updated_at": running.id, "jobs": [{"id": running.id, "state": "running"}]}
+    assert "Accept" in listed["Vary"]
+    bad = client.get("/jobs/?state=%00nope")
+    assert bad.status_code == 400 and b"Unknown filter" in bad.content

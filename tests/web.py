@@ -108,3 +108,16 @@ def vote_anonymously(
         headers={"X-CSRFToken": session.cookies["csrftoken"], "Accept": "application/json"},
         timeout=30,
     )
+
+
+def new_user(env: dict, node: str, username: str) -> WebClient:
+    """A user of the farm's database (made if missing), logged in on `node`."""
+    manage(
+        env,
+        "shell",
+        "-c",
+        "from django.contrib.auth import get_user_model; "
+        f"get_user_model().objects.filter(username='{username}').exists() or "
+        f"get_user_model().objects.create_user('{username}', password='{DEMO_PASSWORD}')",
+    )
+    return WebClient(node).login(username)

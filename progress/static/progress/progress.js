@@ -20,6 +20,22 @@
     return "about " + (seconds / 3600).toFixed(1) + " h left";
   }
 
+  function duration(seconds) {
+    seconds = Math.max(0, Math.round(seconds));
+    if (seconds < 60) return seconds + " s";
+    if (seconds < 3600) return Math.floor(seconds / 60) + " min " + (seconds % 60) + " s";
+    return Math.floor(seconds / 3600) + " h " + Math.round((seconds % 3600) / 60) + " min";
+  }
+
+  // How long it has run (this browser's clock: clamped, never negative), or took.
+  function formatElapsed(data) {
+    var started = data.started_at ? Date.parse(data.started_at) : NaN;
+    if (isNaN(started)) return "";
+    var ended = data.finished_at ? Date.parse(data.finished_at) : NaN;
+    if (!isNaN(ended)) return "took " + duration((ended - started) / 1000);
+    return FINAL[data.state] ? "" : "running for " + duration((Date.now() - started) / 1000);
+  }
+
   function csrfToken(form) {
     var input = form && form.querySelector("input[name=csrfmiddlewaretoken]");
     return input ? input.value : "";
@@ -93,6 +109,8 @@
     this.field("percent").textContent = data.percent === null ? "" : Math.round(percent) + " %";
     this.field("stage").textContent = FINAL[data.state] ? "" : data.stage || "";
     this.field("eta").textContent = FINAL[data.state] ? "" : formatEta(data.eta_seconds);
+    var elapsed = this.field("elapsed");
+    if (elapsed) elapsed.textContent = formatElapsed(data);
     this.field("message").textContent = data.message || "";
     var retry = this.field("retry");
     if (retry) {
@@ -108,6 +126,35 @@
     else { download.hidden = true; }
     var cancel = this.el.querySelector("form.cancel");
     if (cancel) cancel.hidden = !!FINAL[data.state];
+    this.announce(data);
+    this.showAgain(data);
+  };
+
+  // A page may offer to start an ended job again ([data-again-for=<job>]):
+  // shown when the job ends without its result.
+  Bar.prototype.showAgain = function (data) {
+    var ended = FINAL[data.state] && data.state !== "succeeded" && !data.retried_as;
+    document.querySelectorAll("[data-again-for]").forEach(function (el) {
+      if (el.getAttribute("data-again-for") === data.job) el.hidden = !ended;
+    });
+  };
+
+  // The live region speaks when the state or the stage changes or a quarter
+  // is passed, not at every poll (the message changes at every one).
+  Bar.prototype.announce = function (data) {
+    var live = this.field("announce");
+    if (!live) return;
+    var percent = data.percent === null ? 0 : data.percent;
+    var key = data.state + "|" + (data.stage || "") + "|" + Math.floor(percent / 25);
+    if (key === this.announced) return;
+    this.announced = key;
+    var title = this.bar.getAttribute("aria-label") || "Job";
+    if (FINAL[data.state]) {
+      // A failure's reason is in the error, a role=alert of its own.
+      live.textContent = title + ": " + data.state + (data.state === "succeeded" && data.message ? ". " + data.message : ".");
+    } else {
+      live.textContent = title + ": " + data.state + (data.stage ? ", " + data.stage : "") + ", " + Math.round(percent) + " percent.";
+    }
   };
 
   Bar.prototype.cancel = function (form, event) {
@@ -180,13 +227,12 @@
   }
 
   var bars = [];
-  function start() {
-    document.querySelectorAll("[data-retry-after]").forEach(function (el) {
-      countdown(el, parseFloat(el.getAttribute("data-retry-after")) || 5);
-    });
-    document.querySelectorAll("form[data-start-form]").forEach(enhanceStartForm);
-    var nodes = document.querySelectorAll("[data-progress-url]");
+
+  // Bars for the [data-progress-url] elements under `root` not yet started.
+  function startBars(root) {
+    var nodes = (root || document).querySelectorAll("[data-progress-url]:not([data-bar-started])");
     for (var i = 0; i < nodes.length; i++) {
+      nodes[i].setAttribute("data-bar-started", "");
       var bar = new Bar(nodes[i]);
       bars.push(bar);
       // A bar the server rendered as ended has nothing left to learn.
@@ -200,7 +246,28 @@
       }
     }
   }
+
+  // Stop the bars under `root` (a list about to be replaced).
+  function stopBars(root) {
+    bars = bars.filter(function (bar) {
+      if (!root.contains(bar.el)) return true;
+      bar.poller.stop();
+      return false;
+    });
+  }
+
+  function start() {
+    document.querySelectorAll("[data-retry-after]").forEach(function (el) {
+      countdown(el, parseFloat(el.getAttribute("data-retry-after")) || 5);
+    });
+    document.querySelectorAll("form[data-start-form]").forEach(enhanceStartForm);
+    startBars(document);
+  }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
-  window.WebfarmProgress = { bars: bars };
+  window.WebfarmProgress = {
+    bars: function () { return bars; },
+    start: startBars,
+    stop: stopBars,
+  };
 })();
