@@ -45,9 +45,11 @@ def drain(
     follow: bool = False,
     idle_exit: float = 0.0,
     before_ack: Callable[[list[Message]], None] | None = None,
+    on_written: Callable[[int, int], None] | None = None,
 ) -> int:
     """Write what the queue holds to `path`; with follow, keep going until
-    stopped. Returns the number of lines written."""
+    stopped. Returns the number of lines written; `on_written(batch, total)`
+    hears of each batch."""
     client = get_client()
     written = 0
     with lease(LOCK_KEY, LOCK_TTL, DrainerBusy, "another drainer") as renew:
@@ -89,3 +91,5 @@ def drain(
                 queue.bury_many(bad)
                 queue.ack_many([m.receipt for m in done])
                 written += len(entries)
+                if on_written and entries:
+                    on_written(len(entries), written)

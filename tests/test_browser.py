@@ -424,6 +424,12 @@ def test_every_page_reads_right_and_passes_axe_for_visitors_users_and_staff(brow
         user.goto(f"/jobs/{running[0]}/")
         expect(user.locator(".job-progress .state")).to_have_text(re.compile("queued|running"))
         _looks_right(user, "job-running")
+        # On a phone: the same words, nothing wider than the screen.
+        user.set_viewport_size({"width": 390, "height": 800})
+        expect(user.locator(".job-progress [data-field=state]")).to_be_visible()
+        assert user.evaluate("document.documentElement.scrollWidth") <= 390
+        _looks_right(user, "job-running-phone")
+        user.set_viewport_size({"width": 1200, "height": 900})
         user.goto("/jobs/")
         _looks_right(user, "my-jobs")
         user.goto("/reports/return-rates/")
