@@ -21,8 +21,8 @@ CONNECTIONS = os.environ.get("BENCH_CONNECTIONS", "32")
 THREADS = "2"
 
 
-def _setup(env: dict) -> tuple[str, str]:
-    """A user, a running job with progress, and a logged-in session cookie."""
+def _setup(env: dict) -> tuple[str, str, str]:
+    """A user, a running job with progress, its read token, and a logged-in session cookie."""
     script = """
 from django.contrib.auth import get_user_model
 from django.test import Client
@@ -37,11 +37,11 @@ store.write(record)
 get_client().set("bench:bare", store.read_raw(job.id))
 client = Client()
 client.force_login(user)
-print(job.id, client.cookies["sessionid"].value)
+print(job.id, job.read_token, client.cookies["sessionid"].value)
 """
     out = processes.manage(env, "shell", "-c", script)
-    job, session = out.split()[-2:]
-    return job, session
+    job, token, session = out.split()[-3:]
+    return job, token, session
 
 
 def _wrk(url: str, *headers: str) -> dict[str, float]:
@@ -86,7 +86,7 @@ def run() -> list[tuple[str, dict[str, float]]]:
             "LOG_LEVEL": "WARNING",
         }
         processes.manage(env, "migrate", "--no-input", "-v", "0")
-        job, session = _setup(env)
+        job, token, session = _setup(env)
         web, base = processes.gunicorn(env, workdir, "bench-web")
         started.append(web)
         cookie = f"Cookie: sessionid={session}"
@@ -104,6 +104,11 @@ def run() -> list[tuple[str, dict[str, float]]]:
                 _wrk(f"{base}/progress/{job}/", cookie, f"If-None-Match: {etag}"),
             )
         )
+        # The read-token URL through Django: as `make run` serves it (one get), and
+        # as nginx's fall-back after a miss (a get and an add that publishes it again).
+        by_token = f"{base}/progress/{job}/{token}/"
+        results.append(("GET /progress/<job>/<token>/", _wrk(by_token)))
+        results.append(("  same, as nginx's miss (republishes)", _wrk(by_token, "X-Progress-Missed: 1")))
         return results
 
 

@@ -325,8 +325,8 @@ def track_job(job_id: str) -> Iterator[Tracker]:
 
 
 def republished(record: JobRecord | None) -> JobRecord | None:
-    """A token poll reached Django: nginx found no document. Put it back, so
-    the next polls take the fast path; `record` passes through."""
+    """A token poll reached Django because nginx found no document: put it
+    back, so the next polls take the fast path; `record` passes through."""
     if record is not None:
         store.republish(record)
     return record

@@ -35,10 +35,16 @@ def progress_detail(request: HttpRequest, job_id: str) -> HttpResponse:
 def progress_by_token(request: HttpRequest, job_id: str, token: str) -> HttpResponse:
     """The same document, for whoever holds the job's read token: no session,
     as on nginx's fast path, which answers this URL from memcached and falls
-    back here when the document is not there (or the token is wrong)."""
-    return _polled(
-        request, lambda: services.republished(selectors.job_record_by_token(job_id=job_id, token=token))
-    )
+    back here when the document is not there (or the token is wrong).
+
+    nginx marks its fall-backs (X-Progress-Missed): only then is the document
+    published again. Without nginx in front, a poll is one read."""
+
+    def lookup() -> JobRecord | None:
+        record = selectors.job_record_by_token(job_id=job_id, token=token)
+        return services.republished(record) if request.headers.get("X-Progress-Missed") == "1" else record
+
+    return _polled(request, lookup)
 
 
 def _polled(request: HttpRequest, lookup: Callable[[], JobRecord | None]) -> HttpResponse:

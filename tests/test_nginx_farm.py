@@ -153,6 +153,18 @@ def test_a_job_started_and_followed_through_the_balancer_takes_the_fast_path(ngi
     # The fast path's document is the session endpoint's.
     through_django = alice.get(f"/progress/{job}/")
     assert FAST not in through_django.headers and through_django.json() == final
+    # Gone from memcached (it expired, or the server restarted): Django answers the
+    # miss nginx marks, and puts the document back for the next poll.
+    processes.manage(
+        nginx_farm.env,
+        "shell",
+        "-c",
+        "from core.client import get_client; from progress import store; "
+        f"get_client().delete(store.public_key({job!r}, {fast_url.split('/')[3]!r}))",
+    )
+    missed, again = (requests.get(nginx_farm.url + fast_url, timeout=10) for _ in range(2))
+    assert (FAST in missed.headers, FAST in again.headers) == (False, True)
+    assert missed.json() == again.json() == final
     download = alice.get(final["result_url"])
     assert download.status_code == 200 and download.content.startswith(b"rank,")
     # Round robin: both nodes answered this user.
