@@ -4,6 +4,9 @@ from typing import Any
 
 from core.appsettings import AppSettings
 
+# The job type's name (imports/jobs.py), which the pages look jobs up by.
+KIND = "customer-import"
+
 DEFAULTS: dict[str, Any] = {
     # The largest file a user may upload (bytes): it is kept in the database
     # until the import has run, so any worker can read it.

@@ -3,11 +3,12 @@
 from typing import Any
 
 from imports import services
+from imports.conf import KIND
 from progress.api import Job, JobResult, Tracker, job_type
 
 
 @job_type(
-    "customer-import",
+    KIND,
     title="Customer import",
     noun="import",
     stages=[("checking rows", 90), ("saving customers", 10)],
@@ -19,4 +20,4 @@ from progress.api import Job, JobResult, Tracker, job_type
 )
 def import_customers(*, job: Job, params: dict[str, Any], tracker: Tracker) -> JobResult:
     """Check each row of an uploaded CSV of customers, then save the good ones."""
-    return services.run_import(job=job, upload_id=params["upload"], reporter=tracker.reporter)
+    return services.run_import(job=job, reporter=tracker.reporter)

@@ -3,19 +3,19 @@
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
-from imports.jobs import import_customers
+from imports.conf import KIND
 from imports.models import Upload
 from progress.api import Job, is_valid_job_id
 
 
 def imports_of(user: AbstractBaseUser, *, limit: int = 20) -> QuerySet[Job]:
-    return Job.objects.filter(owner=user, kind=import_customers.name).order_by("-created_at")[:limit]
+    return Job.objects.filter(owner=user, kind=KIND).order_by("-created_at")[:limit]
 
 
 def import_of(user: AbstractBaseUser, job_id: str) -> Job | None:
     if not is_valid_job_id(job_id):
         return None
-    return Job.objects.filter(pk=job_id, owner=user, kind=import_customers.name).first()
+    return Job.objects.filter(pk=job_id, owner=user, kind=KIND).first()
 
 
 def upload_of(job: Job) -> Upload | None:

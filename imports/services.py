@@ -12,6 +12,7 @@ from django.utils import timezone
 from imports.conf import get_config
 from imports.models import RejectedRow, Upload
 from imports.rows import BadFile, checked, kept, read
+from imports.selectors import upload_of
 from progress.api import Job, JobCancelled, JobFailed, JobResult, ProgressReporter
 from reports.models import Customer
 
@@ -25,8 +26,8 @@ def _batched(items: Iterable[T], n: int) -> Iterator[list[T]]:
         yield part
 
 
-def run_import(*, job: Job, upload_id: int, reporter: ProgressReporter) -> JobResult:
-    upload = Upload.objects.filter(pk=upload_id, owner_id=job.owner_id).first()
+def run_import(*, job: Job, reporter: ProgressReporter) -> JobResult:
+    upload = upload_of(job)
     if upload is None:
         raise JobFailed("The uploaded file is no longer here; please upload it again.")
     if upload.imported_at is not None:
