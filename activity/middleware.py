@@ -1,14 +1,33 @@
-"""Logs each request's activity (who, what, status, duration) to the site log."""
+"""Logs each request's activity (who, what, status, duration) to the site log.
+
+Answered polls are counted (`requests_polled{area,status}`), not logged,
+unless sampled (ACTIVITY["POLL_SAMPLE"]). Logging reads only what the view
+already loaded: a request whose view never looked at request.user is logged
+without a user rather than made to load the session and the user for the log.
+"""
 
 import logging
+import random
 import time
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
+from django.utils.functional import LazyObject, empty
 
+from activity.conf import get_config
+from activity.polling import area, is_poll
+from core.counters import count_soon
 from core.paths import loggable_path
 
 logger = logging.getLogger("activity")
+
+
+def loaded_username(request: HttpRequest) -> str | None:
+    """The user's name if the request has loaded its user; never loads it."""
+    user = request.__dict__.get("user")
+    if user is None or (isinstance(user, LazyObject) and user._wrapped is empty):
+        return None
+    return user.get_username() if user.is_authenticated else None
 
 
 class ActivityLogMiddleware:
@@ -18,18 +37,23 @@ class ActivityLogMiddleware:
     def __call__(self, request: HttpRequest) -> HttpResponse:
         start = time.perf_counter()
         response = self.get_response(request)
-        user = getattr(request, "user", None)
+        status = response.status_code
+        if status < 400 and is_poll(request.method, request.path):
+            count_soon("requests_polled", area=area(request.path), status=str(status))
+            sample = get_config()["POLL_SAMPLE"]
+            if not sample or random.random() >= sample:
+                return response
         path = loggable_path(request)
         logger.info(
             "%s %s %s",
             request.method,
             path,
-            response.status_code,
+            status,
             extra={
-                "user": user.get_username() if user is not None and user.is_authenticated else None,
+                "user": loaded_username(request),
                 "method": request.method,
                 "path": path,
-                "status": response.status_code,
+                "status": status,
                 "duration_ms": round((time.perf_counter() - start) * 1000, 1),
             },
         )

@@ -9,7 +9,6 @@ the counters keep them.
 """
 
 import json
-import re
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from pymemcache.exceptions import MemcacheError
 
 from activity.entries import valid_only
 from activity.logfile import tail_entries
+from activity.polling import is_poll
 from core.client import get_client
 from core.seal import seal, unseal
 
@@ -28,13 +28,10 @@ TAIL_BYTES = 256 * 1024
 # dashboard reads the file's tail instead.
 TTL = 24 * 3600
 
-# Answered reads of what pages poll every second or two.
-POLLING = re.compile(r"/(progress/|polls/\d+/results\.json|admin/dashboard/(live/|charts/)|stats/|static/)")
-
 
 def worth_showing(entry: dict[str, Any]) -> bool:
-    polled = entry.get("method") in ("GET", "HEAD") and isinstance(entry.get("path"), str)
-    if polled and POLLING.match(entry["path"]) and isinstance(entry.get("status"), int):
+    """Anything but an answered poll (a sampled one, activity.polling)."""
+    if is_poll(entry.get("method"), entry.get("path")) and isinstance(entry.get("status"), int):
         return entry["status"] >= 400
     return True
 

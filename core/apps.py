@@ -7,3 +7,6 @@ class CoreConfig(AppConfig):
 
     def ready(self) -> None:
         from core import checks  # noqa: F401 (registers the checks)
+        from core.users import connect_signals
+
+        connect_signals()

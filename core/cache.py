@@ -21,3 +21,9 @@ class StablePyMemcacheCache(PyMemcacheCache):
         super().__init__(server, params)
         self._class = StableHashClient
         self._options = {**self._options, "serde": JsonSerde()}
+
+    def close(self, **kwargs: object) -> None:
+        """Keep the connections. Django closes every cache at the end of each
+        request (for clients that leak them); this client pools them per
+        thread, and closing would make every request that reads its session
+        open a new TCP connection first: one more round trip."""

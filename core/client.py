@@ -5,13 +5,14 @@ import os
 import threading
 import zlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from pymemcache.client.base import Client
+from pymemcache.client.base import Client, _readline, _readvalue
 from pymemcache.client.hash import HashClient
 from pymemcache.client.rendezvous import RendezvousHash
-from pymemcache.exceptions import MemcacheUnexpectedCloseError
+from pymemcache.exceptions import MemcacheUnexpectedCloseError, MemcacheUnknownError
 
 from core.conf import get_config
 
@@ -30,6 +31,37 @@ def _past_stale_connections(call: Callable[..., Any], *args: Any, tries: int = 2
         except _STALE_CONNECTION:
             continue
     return call(*args, **kwargs)
+
+
+@dataclass(frozen=True, slots=True)
+class MetaReply:
+    """memcached's answer to one meta command: its status (HD stored or
+    done, VA a value follows, EN miss, NF not found, NS not stored, EX CAS
+    mismatch), the flags it returned (b"c" -> CAS, b"W" win, ...) and the value."""
+
+    status: bytes
+    flags: dict[bytes, bytes]
+    value: bytes | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (b"HD", b"VA")
+
+    def number(self) -> int | None:
+        """The value of an `ma ... v` or a counter read with `mg ... v`; None if not a number."""
+        return int(self.value) if self.value is not None and self.value.isdigit() else None
+
+
+_META_STATUSES = frozenset((b"HD", b"VA", b"EN", b"NF", b"NS", b"EX"))
+
+
+def meta_command(verb: bytes, wire_key: bytes, *flags: str, value: bytes | None = None) -> bytes:
+    """One meta command (mg, ms, ma, md) for ReconnectingClient.meta: `flags`
+    as memcached's protocol spells them ("v", "T60", "ME", "N30", "J1", "C<cas>")."""
+    flag_bytes = " ".join(flags).encode()
+    if value is None:
+        return b"%s %s %s\r\n" % (verb, wire_key, flag_bytes)
+    return b"%s %s %d %s\r\n%s\r\n" % (verb, wire_key, len(value), flag_bytes, value)
 
 
 class ReconnectingClient(Client):
@@ -67,6 +99,38 @@ class ReconnectingClient(Client):
         """Give each key `expire` seconds more to live, in one round trip."""
         self.pipeline([b"touch %s %d\r\n" % (self.wire_key(key), expire) for key in keys], b"touch")
 
+    def meta(self, commands: list[bytes]) -> list[MetaReply]:
+        """Meta commands (made with meta_command and wire_key) in one round
+        trip, the answer to each in order. memcached's meta protocol does in
+        one command what takes two in the classic one: create-and-increment
+        (`ma` with N and J), add returning a CAS (`ms` with ME and c), delete
+        only if unchanged (`md` with C), a miss that elects one refresher
+        (`mg` with N: W to the winner)."""
+        if not commands:
+            return []
+        return _past_stale_connections(self._meta, commands)
+
+    def _meta(self, commands: list[bytes]) -> list[MetaReply]:
+        if self.sock is None:
+            self._connect()
+        try:
+            self.sock.sendall(b"".join(commands))
+            replies, buf = [], b""
+            for _ in commands:
+                buf, line = _readline(self.sock, buf)
+                self._raise_errors(line, b"meta")
+                status, *tokens = line.split(b" ")
+                value = None
+                if status == b"VA":
+                    buf, value = _readvalue(self.sock, buf, int(tokens.pop(0)))
+                elif status not in _META_STATUSES:
+                    raise MemcacheUnknownError(line[:32])
+                replies.append(MetaReply(status, {t[:1]: t[1:] for t in tokens}, value))
+            return replies
+        except Exception:
+            self.close()
+            raise
+
     def _fetch_cmd(self, *args: Any, **kwargs: Any) -> Any:
         return _past_stale_connections(super()._fetch_cmd, *args, **kwargs)
 
@@ -96,16 +160,46 @@ def nginx_server_index(full_key: bytes, servers: int) -> int:
     return ((zlib.crc32(full_key) >> 16) & 0x7FFF) % servers
 
 
+# Keys whose server FarmHash remembers (it hashes in pure Python, per server).
+PLACED_MAX = 16384
+
+
 class FarmHash(RendezvousHash):
     """Rendezvous hashing, except for the keys nginx reads: those go where
     nginx looks first, so a fast-path poll costs one memcached round trip
-    however many servers there are."""
+    however many servers there are.
+
+    The ring never changes while a client lives (StableHashClient keeps dead
+    servers in it), so a key's server is worked out once and remembered;
+    with one server there is nothing to work out."""
 
     def __init__(self, key_prefix: bytes = b"") -> None:
         super().__init__()
         self.key_prefix = key_prefix
+        self._placed: dict[str | bytes, str | None] = {}
+
+    def add_node(self, node: str) -> None:
+        super().add_node(node)
+        self._placed = {}
+
+    def remove_node(self, node: str) -> None:
+        super().remove_node(node)
+        self._placed = {}
 
     def get_node(self, key: str | bytes) -> str | None:
+        nodes = self.nodes
+        if len(nodes) == 1:
+            return nodes[0]
+        placed = self._placed
+        node = placed.get(key)
+        if node is None:
+            node = self._place(key)
+            if len(placed) >= PLACED_MAX:
+                placed.clear()
+            placed[key] = node
+        return node
+
+    def _place(self, key: str | bytes) -> str | None:
         text = key.decode() if isinstance(key, bytes) else key
         if text.startswith(NGINX_READ_PREFIX) and self.nodes:
             full = self.key_prefix + text.encode()
@@ -171,6 +265,9 @@ def build_client(servers: list[str] | tuple[str, ...], namespace: str, **options
         # Gunicorn threads and the reporter's heartbeat share the client.
         "use_pooling": True,
         "ignore_exc": False,
+        # MEMCACHED["OPTIONS"]: more of pymemcache's options (a pool size, or
+        # the counting socket module the round-trip tests pass).
+        **config["OPTIONS"],
         **options,
     }
     return StableHashClient(parse_servers(servers), **kwargs)

@@ -12,6 +12,8 @@ DEFAULTS: dict[str, Any] = {
     # Seconds: a dead server must cost a request little, not hang it.
     "CONNECT_TIMEOUT": 0.5,
     "TIMEOUT": 2.0,
+    # More keyword arguments for pymemcache's clients (max_pool_size, ...).
+    "OPTIONS": {},
 }
 
 

@@ -14,6 +14,7 @@ reset. A generation key tells the harvester when memcached lost its counters.
 
 import atexit
 import logging
+import os
 import re
 import secrets
 import threading
@@ -121,23 +122,46 @@ def observe_duration(name: str, seconds: float, **labels: str) -> None:
     count(name, le=bound, **labels)
 
 
-# -- counted on hot paths: tallied in the process, sent at most once a second --
+# -- counted on hot paths: tallied in the process, sent once a second by a thread --
 
 FLUSH_EVERY = 1.0
+# How often the sending thread looks whether a send is due.
+_TICK = 0.1
 _soon: dict[tuple[str, tuple], int] = {}
 _last_flush = 0.0
+_sender_pid = 0
 
 
 def count_soon(name: str, n: int = 1, **labels: str) -> None:
-    """Like count(), without a round trip on the caller's path: increments are
-    tallied here and sent with the first call a second after the last send
+    """Like count(), without a round trip on the caller's path: increments
+    are tallied here and sent by a thread of this process once a second
     (and at exit). A process killed outright loses at most that second."""
     counter_key(name, **labels)  # fail now on a bad name, not at flush time
     key = (name, tuple(sorted(labels.items())))
     with _lock:
         _soon[key] = _soon.get(key, 0) + n
-    if time.monotonic() - _last_flush >= FLUSH_EVERY:
-        flush_soon()
+    if _sender_pid != os.getpid():
+        _start_sender()
+
+
+def _start_sender() -> None:
+    """One sending thread per process (a forked child starts its own)."""
+    global _sender_pid
+    with _lock:
+        if _sender_pid == os.getpid():
+            return
+        _sender_pid = os.getpid()
+    threading.Thread(target=_send_forever, name="counters-sender", daemon=True).start()
+
+
+def _send_forever() -> None:
+    while True:
+        time.sleep(_TICK)
+        if _soon and time.monotonic() - _last_flush >= FLUSH_EVERY:
+            try:
+                flush_soon()
+            except Exception:  # the thread must outlive any one failure
+                logger.exception("counters not sent")
 
 
 def flush_soon() -> None:

@@ -26,8 +26,9 @@ def json_error(status: int, message: str, *, retry_after: int | None = None) -> 
 
 def json_polled(request: HttpRequest, document: object) -> HttpResponse:
     """A JSON document that clients poll: an ETag (304 when unchanged) and
-    no-store, since a cached copy would freeze whatever shows it."""
-    body = json.dumps(document, separators=(",", ":")).encode()
+    no-store, since a cached copy would freeze whatever shows it. `document`
+    may be JSON already (bytes), sent as it is."""
+    body = document if isinstance(document, bytes) else json.dumps(document, separators=(",", ":")).encode()
     etag = f'"{hashlib.blake2b(body, digest_size=12).hexdigest()}"'
     response = get_conditional_response(request, etag=etag) or HttpResponse(
         body, content_type="application/json"

@@ -22,6 +22,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY
 from django.contrib.sessions.backends import cached_db
 from django.core import signing
 from django.utils.crypto import salted_hmac
@@ -33,6 +34,9 @@ logger = logging.getLogger(__name__)
 KEY_SALT = "core.sessions.cache-key"
 VALUE_SALT = "core.sessions.cache-value:"
 SESSION_KEY_LENGTH = 32  # what SessionBase._get_new_session_key makes
+# Sessions made before users were cached (core.users) name Django's backend.
+MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
+CACHED_BACKEND = "core.users.CachedUserBackend"
 _ALPHABET = frozenset(string.ascii_lowercase + string.digits)
 
 
@@ -93,7 +97,7 @@ class SessionStore(cached_db.SessionStore):
                 self._cache.set(key, self._to_cache_value(data, session_key), ttl)
             except Exception:
                 logger.warning("session not cached (memcached unreachable?)", exc_info=True)
-        return data
+        return _upgraded(data)
 
     async def aload(self) -> dict[str, Any]:
         return await sync_to_async(self.load)()
@@ -135,3 +139,17 @@ class SessionStore(cached_db.SessionStore):
 
     async def adelete(self, session_key: str | None = None) -> None:
         await sync_to_async(self.delete)(session_key)
+
+
+def _upgraded(data: dict[str, Any]) -> dict[str, Any]:
+    """A session logged in through Django's ModelBackend, before the cached
+    backend replaced it, stays logged in (the same users, read through the
+    cache) instead of being logged out by the upgrade."""
+    backends = settings.AUTHENTICATION_BACKENDS
+    if (
+        data.get(BACKEND_SESSION_KEY) == MODEL_BACKEND
+        and MODEL_BACKEND not in backends
+        and CACHED_BACKEND in backends
+    ):
+        data[BACKEND_SESSION_KEY] = CACHED_BACKEND
+    return data

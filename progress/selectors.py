@@ -3,6 +3,7 @@
 import time
 from collections.abc import Iterable
 from hmac import compare_digest
+from typing import Any
 
 from progress import store
 from progress.conf import lost_after
@@ -20,7 +21,9 @@ def _from_database(job_id: str, owner_id: int | None) -> JobRecord | None:
     return None if job is None else record_from_job(job)
 
 
-def job_record(*, job_id: str, owner_id: int | None) -> JobRecord | None:
+def job_record(
+    *, job_id: str, owner_id: int | None, raw: bytes | object | None = store.UNREAD
+) -> JobRecord | None:
     """The caller's job as it stands, or None if it is unknown or not theirs
     (owner_id None: anyone's, for staff).
 
@@ -28,12 +31,13 @@ def job_record(*, job_id: str, owner_id: int | None) -> JobRecord | None:
     record is missing (expired, evicted, memcached restarted), when memcached
     is unreachable, or when a running job has stopped beating: then the row
     may know how it ended. Raises ProgressUnavailable when neither memcached
-    nor the database can tell.
+    nor the database can tell. `raw`: the record's value, if the caller
+    read it already.
     """
     if not is_valid_job_id(job_id):
         return None
     try:
-        record = store.read(job_id)
+        record = store.read(job_id, raw=raw)
     except ProgressUnavailable:
         record = _from_database(job_id, owner_id)
         if record is None or not record.is_final:
@@ -59,6 +63,27 @@ def job_record_by_token(*, job_id: str, token: str) -> JobRecord | None:
     if record is None or not record.read_token or not compare_digest(record.read_token, token):
         return None
     return record
+
+
+def job_document_by_token(*, job_id: str, token: str) -> bytes | dict[str, Any] | None:
+    """What the read-token URL answers: the document published for nginx as
+    it is (one get), else the public document of the record as
+    job_record_by_token finds it; None for an unknown job or a wrong token."""
+    if not (is_valid_job_id(job_id) and is_valid_read_token(token)):
+        return None
+    try:
+        document = store.read_public(job_id, token)
+    except ProgressUnavailable:
+        # memcached is away: asking it again for the record would only wait
+        # again. The row tells an ended job's state.
+        record = _from_database(job_id, None)
+        if record is None or not record.is_final:
+            raise
+        return record.public() if compare_digest(record.read_token, token) else None
+    if document is not None:
+        return document
+    record = job_record_by_token(job_id=job_id, token=token)
+    return None if record is None else record.public()
 
 
 def job_rows(jobs: Iterable[Job]) -> list[tuple[Job, JobRecord]]:

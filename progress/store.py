@@ -27,6 +27,9 @@ from core.tampering import refused
 from progress.conf import get_config, lost_after
 from progress.exceptions import ProgressUnavailable
 from progress.records import CorruptRecord, JobRecord
+from progress.states import State
+
+STATES = frozenset(state.value for state in State)
 
 logger = logging.getLogger(__name__)
 
@@ -84,9 +87,16 @@ def _record(job_id: str, raw: bytes | None) -> JobRecord | None:
     return record
 
 
-def read(job_id: str) -> JobRecord | None:
-    with _memcached("get"):
-        raw = get_client().get(record_key(job_id))
+# read()'s `raw` when the caller has not read the record yet.
+UNREAD = object()
+
+
+def read(job_id: str, *, raw: bytes | object | None = UNREAD) -> JobRecord | None:
+    """The job's record; `raw` is its value if the caller read it already
+    (with other keys in one round trip: core.users.user_with)."""
+    if raw is UNREAD:
+        with _memcached("get"):
+            raw = get_client().get(record_key(job_id))
     return _record(job_id, raw)
 
 
@@ -204,6 +214,29 @@ def publish(record: JobRecord) -> None:
             client.cas(key, document, token, expire=expire)
     except (MemcacheError, OSError) as exc:
         logger.warning("job %s: progress document not published: %s", record.job, exc)
+
+
+def read_public(job_id: str, read_token: str) -> bytes | None:
+    """The job's public document as published for nginx, checked (it is not
+    sealed: nginx serves it as it is), or None. One get: what a poll on the
+    read-token URL costs when Django answers it."""
+    with _memcached("get"):
+        raw = get_client().get(public_key(job_id, read_token))
+    if raw is None:
+        return None
+    try:
+        document = json.loads(raw)
+    except (ValueError, RecursionError):
+        document = None
+    if not (
+        isinstance(document, dict)
+        and document.get("job") == job_id
+        and document.get("state") in STATES
+        and isinstance(document.get("final"), bool)
+    ):
+        refused("pub", public_key(job_id, read_token), "not a progress document of this job")
+        return None
+    return raw
 
 
 def _final_document(raw: bytes) -> bool:

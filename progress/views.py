@@ -1,4 +1,5 @@
 from collections.abc import Callable
+from typing import Any
 
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -6,11 +7,11 @@ from django.views.decorators.http import require_POST, require_safe
 
 from core.counters import count_soon
 from core.http import json_error, json_polled, wants_json
-from progress import selectors, services
+from core.users import user_with
+from progress import selectors, services, store
 from progress.exceptions import ProgressUnavailable
 from progress.ids import is_valid_job_id
 from progress.models import Job
-from progress.records import JobRecord
 
 # Seconds a client should wait before polling again when memcached is away.
 UNAVAILABLE_RETRY_AFTER = 3
@@ -24,11 +25,20 @@ def _owner_filter(request: HttpRequest) -> int | None:
 
 @require_safe
 def progress_detail(request: HttpRequest, job_id: str) -> HttpResponse:
-    if not request.user.is_authenticated:
+    # The user and the record in one round trip, after the session's.
+    key = store.record_key(job_id) if is_valid_job_id(job_id) else None
+    user, found = user_with(request, [key] if key else [])
+    if not user.is_authenticated:
         return json_error(401, "Log in to see job progress.")
     # Staff follow everyone's jobs (the farm dashboard); users only their own.
     owner_id = _owner_filter(request)
-    return _polled(request, lambda: selectors.job_record(job_id=job_id, owner_id=owner_id))
+    raw = store.UNREAD if found is None else found.get(key)
+
+    def lookup() -> dict[str, Any] | None:
+        record = selectors.job_record(job_id=job_id, owner_id=owner_id, raw=raw)
+        return None if record is None else record.public()
+
+    return _polled(request, lookup)
 
 
 @require_safe
@@ -37,25 +47,29 @@ def progress_by_token(request: HttpRequest, job_id: str, token: str) -> HttpResp
     as on nginx's fast path, which answers this URL from memcached and falls
     back here when the document is not there (or the token is wrong).
 
-    nginx marks its fall-backs (X-Progress-Missed): only then is the document
-    published again. Without nginx in front, a poll is one read."""
+    Without nginx in front a poll is what nginx does: one get of the
+    published document, sent as it is. nginx marks its fall-backs
+    (X-Progress-Missed): then the record is read and the document published
+    again, so the next poll is served by nginx."""
+    if request.headers.get("X-Progress-Missed") == "1":
 
-    def lookup() -> JobRecord | None:
-        record = selectors.job_record_by_token(job_id=job_id, token=token)
-        return services.republished(record) if request.headers.get("X-Progress-Missed") == "1" else record
+        def republish() -> dict[str, Any] | None:
+            record = services.republished(selectors.job_record_by_token(job_id=job_id, token=token))
+            return None if record is None else record.public()
 
-    return _polled(request, lookup)
+        return _polled(request, republish)
+    return _polled(request, lambda: selectors.job_document_by_token(job_id=job_id, token=token))
 
 
-def _polled(request: HttpRequest, lookup: Callable[[], JobRecord | None]) -> HttpResponse:
+def _polled(request: HttpRequest, lookup: Callable[[], bytes | dict[str, Any] | None]) -> HttpResponse:
     try:
-        record = lookup()
+        document = lookup()
     except ProgressUnavailable:
         return json_error(503, "Progress is temporarily unavailable.", retry_after=UNAVAILABLE_RETRY_AFTER)
-    if record is None:
+    if document is None:
         return json_error(404, "No such job.")
     count_soon("progress_polls")
-    return json_polled(request, record.public())
+    return json_polled(request, document)
 
 
 @require_POST

@@ -47,6 +47,24 @@ def progress_on_real_memcached(settings, memcached_server: str) -> Iterator[str]
     reset_client()
 
 
+@pytest.fixture
+def alice():
+    """A user of the test database (tests that define their own alice use theirs)."""
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_user("alice", password="x")
+
+
+@pytest.fixture
+def alice_client(alice):
+    """Django's test client, logged in as alice."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(alice)
+    return client
+
+
 @dataclass
 class Farm:
     """One memcached, one Redis broker, one Celery worker, two web nodes."""

@@ -133,6 +133,7 @@ def test_read_tokens_never_reach_the_log_the_file_or_the_dashboard(tmp_path, set
     from progress import services
 
     settings.ACTIVITY_LOG_FILE = str(tmp_path / "activity.log")
+    settings.ACTIVITY = {"POLL_SAMPLE": 1.0}  # answered polls too, as a sample would log them
     alice = get_user_model().objects.create_user("alice", password="x")
     job = services.create_job(owner=alice, kind="top-customers", title="t", params={})
     assert Client().get(f"/progress/{job.id}/{job.read_token}/").status_code == 200
@@ -152,3 +153,106 @@ def test_read_tokens_never_reach_the_log_the_file_or_the_dashboard(tmp_path, set
     assert f"/progress/{job.id}/<token>/" in text and job.read_token not in text and guess not in text
     page = staff.get("/admin/dashboard/live/").content.decode()
     assert job.id in page and job.read_token not in page and guess not in page
+
+
+class _Kept(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture
+def logged():
+    """What the activity logger is given in this test, beside the shipping."""
+    kept = _Kept()
+    logging.getLogger("activity").addHandler(kept)
+    yield kept.records
+    logging.getLogger("activity").removeHandler(kept)
+
+
+def _polled_count(area: str, status: str) -> int:
+    counters.flush_soon()
+    return int(get_client().get(f"c:requests_polled|area={area}|status={status}") or 0)
+
+
+@pytest.fixture
+def alice_job():
+    from progress import services
+
+    alice = get_user_model().objects.create_user("alice", password="x")
+    return alice, services.create_job(owner=alice, kind="demo", title="t", params={})
+
+
+def test_answered_polls_are_counted_not_logged_and_failed_ones_logged(logged, alice_job):
+    alice, job = alice_job
+    client = Client()
+    client.force_login(alice)
+    before = _polled_count("progress", "200")
+    for _ in range(3):
+        assert Client().get(f"/progress/{job.id}/{job.read_token}/").status_code == 200
+        assert client.get(f"/progress/{job.id}/").status_code == 200
+    assert _polled_count("progress", "200") == before + 6
+    assert not [r for r in logged if "/progress/" in r.path]
+    assert Client().get(f"/progress/{job.id}/{'x' * 22}/").status_code == 404
+    assert [(r.path, r.status) for r in logged] == [(f"/progress/{job.id}/<token>/", 404)]
+
+
+def test_a_sample_of_answered_polls_is_logged_when_asked(logged, alice_job, settings):
+    _, job = alice_job
+    settings.ACTIVITY = {"POLL_SAMPLE": 1.0}
+    assert Client().get(f"/progress/{job.id}/{job.read_token}/").status_code == 200
+    assert [(r.path, r.status) for r in logged] == [(f"/progress/{job.id}/<token>/", 200)]
+
+
+def test_logging_a_request_never_loads_the_session_or_user_the_view_did_not(
+    logged, alice_job, settings, django_assert_num_queries
+):
+    from tests.roundtrips import counting, measure
+
+    alice, job = alice_job
+    settings.ACTIVITY = {"POLL_SAMPLE": 1.0}
+    client = Client()
+    client.force_login(alice)
+    url = f"/progress/{job.id}/{job.read_token}/"
+    with counting(settings):
+        client.get(url)
+        with django_assert_num_queries(0):
+            cost = measure(lambda: client.get(url))
+    # The token view reads neither: the log line says no user, rather than
+    # a session read and a user read to say who.
+    assert cost.round_trips == 1 and cost.verbs == {"get": 1}
+    assert logged[-1].path == f"/progress/{job.id}/<token>/" and logged[-1].user is None
+    # A view that loads the user gets its name logged.
+    assert client.get("/jobs/").status_code == 200
+    assert (logged[-1].path, logged[-1].user) == ("/jobs/", "alice")
+
+
+def test_records_are_shipped_in_batches_not_one_by_one(monkeypatch, tmp_path):
+    from activity import handler
+
+    batches: list[list[str]] = []
+    ship = handler.ship
+
+    def kept(queue_name, records):
+        batches.append([r.getMessage() for r in records if r.getMessage().startswith("batch-test")])
+        ship(queue_name, records)
+
+    monkeypatch.setattr(handler, "ship", kept)
+    log = logging.getLogger("activity")
+    for i in range(300):
+        log.info("batch-test %d", i)
+    _handler().flush()
+    shipped = [message for batch in batches for message in batch]
+    assert shipped == [f"batch-test {i}" for i in range(300)]
+    assert len([b for b in batches if b]) <= 10  # a few put_many, not 300 round trips
+    path = tmp_path / "activity.log"
+    wait_for(
+        lambda: (
+            drain(path) or sum(1 for line in _lines(path) if line["message"].startswith("batch-test")) == 300
+        ),
+        timeout=10,
+        what="all 300 lines in the file",
+    )

@@ -103,3 +103,28 @@ def test_the_first_call_after_a_memcached_restart_succeeds(tmp_path, settings):
         assert ring.get_many(["a"]) == {"a": b"3"}
     finally:
         process.stop()
+
+
+def test_a_remembered_placement_is_the_one_the_hash_gives():
+    from pymemcache.client.rendezvous import RendezvousHash
+
+    from core.client import FarmHash, nginx_server_index
+
+    nodes = ["10.0.0.1:11211", "10.0.0.2:11211", "10.0.0.3:11211"]
+    farm, plain = FarmHash(b"ns:"), RendezvousHash()
+    for node in nodes:
+        farm.add_node(node)
+        plain.add_node(node)
+    keys = [f"job:{i:022d}" for i in range(500)] + [f"pub:{i:022d}.token" for i in range(500)]
+    for _ in range(2):  # computed, then remembered
+        for key in keys:
+            expected = (
+                nodes[nginx_server_index(b"ns:" + key.encode(), 3)]
+                if key.startswith("pub:")
+                else plain.get_node(key)
+            )
+            assert farm.get_node(key) == expected, key
+    assert len({farm.get_node(key) for key in keys}) == 3  # spread over every server
+    single = FarmHash()
+    single.add_node(nodes[0])
+    assert {single.get_node(key) for key in keys} == {nodes[0]}

@@ -1,7 +1,6 @@
 """GET /progress/<job>/ and POST /progress/<job>/cancel/ on a real memcached."""
 
 import json
-import threading
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -29,18 +28,6 @@ CONTRACT_KEYS = {
 
 
 @pytest.fixture
-def alice():
-    return get_user_model().objects.create_user("alice", password="x")
-
-
-@pytest.fixture
-def alice_client(alice) -> Client:
-    client = Client()
-    client.force_login(alice)
-    return client
-
-
-@pytest.fixture
 def job(alice):
     return services.create_job(owner=alice, kind="demo", title="Demo", params={})
 
@@ -53,30 +40,6 @@ def test_progress_json_has_the_contract_fields(alice_client, job):
     data = response.json()
     assert set(data) >= CONTRACT_KEYS
     assert data["job"] == job.id and data["state"] == "queued" and "owner" not in data
-
-
-def test_progress_is_read_with_one_memcached_get(alice_client, job, monkeypatch):
-    client = get_client()
-    calls = []
-    # Only this thread's: the site log's shipper thread shares the client and
-    # may be sending earlier tests' warnings meanwhile.
-    me = threading.get_ident()
-
-    def counted(name: str, original):
-        def call(*args, **kwargs):
-            if threading.get_ident() == me:
-                calls.append(name)
-            return original(*args, **kwargs)
-
-        return call
-
-    for name in ("get", "get_many", "gets", "set", "add", "cas", "incr"):
-        monkeypatch.setattr(client, name, counted(name, getattr(client, name)))
-    alice_client.get(f"/progress/{job.id}/")  # warms the session cache
-    monkeypatch.setattr("core.counters.FLUSH_EVERY", 3600)  # poll counts stay in the process
-    calls.clear()
-    assert alice_client.get(f"/progress/{job.id}/").status_code == 200
-    assert calls == ["get"]
 
 
 def test_unchanged_progress_answers_304_and_changed_progress_200(alice_client, job):
@@ -186,3 +149,41 @@ def test_a_token_poll_publishes_the_document_again_only_when_nginx_missed_it(job
     assert _document(job) is None  # no nginx in front: a poll only reads
     missed = Client().get(f"/progress/{job.id}/{job.read_token}/", HTTP_X_PROGRESS_MISSED="1")
     assert missed.status_code == 200 and _document(job) == missed.json()  # nginx's next poll finds it
+
+
+def test_a_token_poll_serves_the_published_document_as_it_is(job):
+    key = store.public_key(job.id, job.read_token)
+    published = get_client().get(key)
+    response = Client().get(f"/progress/{job.id}/{job.read_token}/")
+    assert response.status_code == 200 and response.content == published
+
+
+def test_a_document_planted_under_the_token_key_is_refused(alice, job):
+    record = services.begin_job(job.id)
+    record.message = "the worker's own words"
+    store.write(record)
+    key = store.public_key(job.id, job.read_token)
+    other = services.create_job(owner=alice, kind="demo", title="Other", params={})
+    for planted in (
+        b"<script>alert(1)</script>",
+        b'{"job": "%s", "state": "succeeded"}' % other.id.encode(),  # another job's
+        b'{"job": "%s", "state": "hacked", "final": true}' % job.id.encode(),
+        b"[1, 2]",
+        b"\x80\x04",
+    ):
+        get_client().set(key, planted)
+        response = Client().get(f"/progress/{job.id}/{job.read_token}/")
+        # The record's document instead (the record is sealed: it cannot be planted).
+        assert response.status_code == 200, planted
+        assert response.json()["message"] == "the worker's own words" and response.json()["job"] == job.id
+
+
+def test_an_ended_job_is_answered_from_the_database_while_memcached_is_away(alice, job, settings):
+    with services.track_job(job.id):
+        pass
+    running = services.create_job(owner=alice, kind="demo", title="Running", params={})
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    response = Client().get(f"/progress/{job.id}/{job.read_token}/")
+    assert response.status_code == 200 and response.json()["state"] == "succeeded"
+    assert Client().get(f"/progress/{job.id}/{'A' * 22}/").status_code == 404
+    assert Client().get(f"/progress/{running.id}/{running.read_token}/").status_code == 503

@@ -242,6 +242,13 @@ FAMILIES: tuple[Family, ...] = (
         "a few keys per mirrored queue: which server is in sync must not expire",
     ),
     Family(
+        "cached user",
+        re.compile(r"user:[^.\s]+\.[0-9a-f]{8}"),
+        lambda: int(settings.USER_CACHE_TTL),
+        "a copy of a database row, dropped on every node when the user is saved; the lifetime bounds "
+        "what an update(), which tells no one, leaves stale",
+    ),
+    Family(
         "cached session",
         re.compile(r"dj:1:session:[0-9a-f]{40}"),
         lambda: int(settings.SESSION_CACHE_TTL),

@@ -251,6 +251,12 @@ CELERY_BEAT_SCHEDULE = {
 if QUEUES["MIRRORS"]:
     CELERY_BEAT_SCHEDULE["repair-queue-mirrors"] = {"task": "queues.repair_mirrors", "schedule": 30.0}
 
+# Users are read from memcached (sealed, dropped on every node when saved),
+# not from the database on every request (core.users).
+AUTHENTICATION_BACKENDS = ["core.users.CachedUserBackend"]
+# Seconds a cached user lives: bounds what an update() (which tells no one) leaves stale.
+USER_CACHE_TTL = env_int("USER_CACHE_TTL", 300)
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
