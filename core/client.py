@@ -99,18 +99,24 @@ class ReconnectingClient(Client):
         """Give each key `expire` seconds more to live, in one round trip."""
         self.pipeline([b"touch %s %d\r\n" % (self.wire_key(key), expire) for key in keys], b"touch")
 
-    def meta(self, commands: list[bytes]) -> list[MetaReply]:
+    def meta(self, commands: list[bytes], *, errors: bool = False) -> list[MetaReply]:
         """Meta commands (made with meta_command and wire_key) in one round
         trip, the answer to each in order. memcached's meta protocol does in
         one command what takes two in the classic one: create-and-increment
         (`ma` with N and J), add returning a CAS (`ms` with ME and c), delete
         only if unchanged (`md` with C), a miss that elects one refresher
-        (`mg` with N: W to the winner)."""
+        (`mg` with N: W to the winner).
+
+        errors=True: a command memcached refused (SERVER_ERROR out of memory
+        under -M, CLIENT_ERROR for a counter that is not a number) is an
+        answer like any other, with that status and memcached's words as its
+        value, and the commands after it are still read; by default it raises
+        as pymemcache does."""
         if not commands:
             return []
-        return _past_stale_connections(self._meta, commands)
+        return _past_stale_connections(self._meta, commands, errors)
 
-    def _meta(self, commands: list[bytes]) -> list[MetaReply]:
+    def _meta(self, commands: list[bytes], errors: bool) -> list[MetaReply]:
         if self.sock is None:
             self._connect()
         try:
@@ -118,6 +124,10 @@ class ReconnectingClient(Client):
             replies, buf = [], b""
             for _ in commands:
                 buf, line = _readline(self.sock, buf)
+                if errors and line.startswith((b"SERVER_ERROR", b"CLIENT_ERROR")):
+                    status, _, words = line.partition(b" ")
+                    replies.append(MetaReply(status, {}, words))
+                    continue
                 self._raise_errors(line, b"meta")
                 status, *tokens = line.split(b" ")
                 value = None
@@ -320,7 +330,7 @@ _POOL_OPTIONS = {"max_pool_size", "pool_idle_timeout", "lock_generator"}
 _epoch = 0
 
 
-def server_client(route_key: str, ring: StableHashClient | None = None) -> Client:
+def server_client(route_key: str, ring: StableHashClient | None = None) -> ReconnectingClient:
     """A plain client, for this thread, to the one server `route_key` hashes to
     on `ring` (the settings' servers by default).
 
@@ -331,6 +341,10 @@ def server_client(route_key: str, ring: StableHashClient | None = None) -> Clien
     server = ring.hasher.get_node(route_key)
     if server is None:
         raise ImproperlyConfigured("MEMCACHED_SERVERS names no server")
+    return _client_of(server, ring)
+
+
+def _client_of(server: str, ring: StableHashClient) -> ReconnectingClient:
     cache: dict[tuple, Client] = _local.__dict__.setdefault("clients", {})
     # A forked child inherits this thread's sockets: key by pid too. The epoch
     # retires every thread's entries when reset_client() replaces the clients;
@@ -346,3 +360,53 @@ def server_client(route_key: str, ring: StableHashClient | None = None) -> Clien
         client = ReconnectingClient(ring.clients[server].server, **client_options(ring))
         cache[slot] = client
     return client
+
+
+class MetaBatch:
+    """Meta commands on keys anywhere on the ring, sent as one pipeline per
+    server: on one server, the whole batch is one round trip.
+
+        batch = MetaBatch()
+        voted = batch.add(b"ms", marker, "T600", "ME", value=b"1")
+        epoch = batch.add(b"mg", built, "v")
+        replies = batch.run()
+        replies[voted].status == b"HD"
+
+    A key goes to the server it hashes to, or to its `route`'s (the keys a
+    queue or a limit keeps together on one server). Raises what pymemcache
+    raises for a server that cannot be reached; the batch may then have run
+    on the other servers.
+    """
+
+    def __init__(self, ring: StableHashClient | None = None) -> None:
+        self.ring = ring or get_client()
+        self._commands: list[tuple[str, bytes, str, tuple[str, ...], bytes | None]] = []
+
+    def add(
+        self, verb: bytes, key: str, *flags: str, value: bytes | None = None, route: str | None = None
+    ) -> int:
+        """Queue one command; its index in run()'s answer."""
+        self._commands.append((route or key, verb, key, flags, value))
+        return len(self._commands) - 1
+
+    def __len__(self) -> int:
+        return len(self._commands)
+
+    def run(self) -> list[MetaReply]:
+        by_server: dict[str, list[int]] = {}
+        for index, (route, *_) in enumerate(self._commands):
+            server = self.ring.hasher.get_node(route)
+            if server is None:
+                raise ImproperlyConfigured("MEMCACHED_SERVERS names no server")
+            by_server.setdefault(server, []).append(index)
+        replies: list[MetaReply | None] = [None] * len(self._commands)
+        for server, indexes in by_server.items():
+            client = _client_of(server, self.ring)
+            commands = []
+            for index in indexes:
+                _, verb, key, flags, value = self._commands[index]
+                commands.append(meta_command(verb, client.wire_key(key), *flags, value=value))
+            for index, reply in zip(indexes, client.meta(commands), strict=True):
+                replies[index] = reply
+        self._commands = []
+        return replies  # type: ignore[return-value]

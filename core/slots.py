@@ -1,16 +1,27 @@
 """Farm-wide concurrency limits in memcached: "there can be only one" (or n).
 
 A limit of n for a scope is n slot keys, slot:<scope>:0 .. slot:<scope>:n-1.
-Taking a slot is an `add` (exactly one taker wins) with a lease: the key
+Taking a slot is an add (exactly one taker wins) with a lease: the key
 expires unless its holder renews it, so a holder that crashed cannot keep a
 slot for longer than its lease. The value is the holder's id (a job id, a
 request id), so only the holder releases it, and a refusal can say who is in
 the way.
 
-Taking never blocks: one `get_many` to see the free slots, an `add` for one of
-them, a few quick retries, then LimitReached. A scope's slots all live on the
-one server its name hashes to, so a dead server stops only the scopes it
-holds (with a clear SlotsUnavailable), and a count is never split.
+Taking never blocks. The scopes of one request are looked at together (one
+`get_many` per server), a free slot of each is taken in one pipeline of meta
+`ms ... ME c` (add, answering the slot's CAS), and the slots are released
+with meta `md ... C<cas>`, which deletes a slot only if it is still the one
+taken: one round trip, where reading the holder back and deleting took two.
+A wide limit (every scope BLIND_MIN slots or more: votes) is tried without
+looking first: a random slot is almost always free. After a lost race the
+other free slots are tried, then a few quick retries, then LimitReached.
+Slots held by requests turn over in milliseconds, so a scope found full is
+worth a retry after a pause; slots held by jobs turn over in seconds or
+minutes, so a full one refuses at once (retry_when_full=False).
+
+A scope's slots all live on the one server its name hashes to, so a dead
+server stops only the scopes it holds (with a clear SlotsUnavailable), and a
+count is never split.
 """
 
 import logging
@@ -21,9 +32,12 @@ from dataclasses import dataclass, field
 
 from pymemcache.exceptions import MemcacheError
 
-from core.client import server_client
+from core.client import MetaBatch, get_client, server_client
 
 logger = logging.getLogger(__name__)
+
+# Scopes at least this wide are tried without a look first.
+BLIND_MIN = 8
 
 
 class LimitReached(Exception):
@@ -39,13 +53,23 @@ class SlotsUnavailable(Exception):
     unlimited."""
 
 
+class SlotsTaken(Exception):
+    """A racer took a slot chosen from a look before the caller's batch ran:
+    nothing of that batch stands; look again."""
+
+
 def slot_keys(scope: str, limit: int) -> list[str]:
     return [f"slot:{scope}:{i}" for i in range(limit)]
 
 
+def _route(key: str) -> str:
+    """The route of a slot key: slot:<scope>:<i> lives where slot:<scope> hashes."""
+    return key.rsplit(":", 1)[0]
+
+
 def _client(key: str) -> object:
-    """The server of the key's scope (slot:<scope>:<i> routes by slot:<scope>)."""
-    return server_client(key.rsplit(":", 1)[0])
+    """The server of the key's scope."""
+    return server_client(_route(key))
 
 
 @dataclass
@@ -56,6 +80,8 @@ class Lease:
     holder: str
     ttl: int
     keys: list[str] = field(default_factory=list)
+    # Each slot's CAS as taken here: released with one conditional delete.
+    versions: dict[str, int] = field(default_factory=dict)
 
     def renew(self, ttl: int | None = None) -> None:
         """Extend the lease; a slot that vanished (memcached restarted) is taken again."""
@@ -65,6 +91,7 @@ class Lease:
                 client = _client(key)
                 if not client.touch(key, ttl):
                     client.add(key, self.holder.encode(), expire=ttl)
+                    self.versions.pop(key, None)
         except (MemcacheError, OSError) as exc:
             logger.debug("lease of %s not renewed: %s", self.holder, exc)
 
@@ -85,39 +112,50 @@ class Lease:
         if not self.keys:
             return
         try:
+            batch = MetaBatch()
             for key in self.keys:
-                client = _client(key)
-                if client.get(key) == self.holder.encode():
-                    client.delete(key)
+                if key in self.versions:
+                    batch.add(b"md", key, f"C{self.versions[key]}", route=_route(key))
+            if batch:
+                batch.run()
+            # Slots taken elsewhere (a job's, from its record): read the holder back.
+            for key in self.keys:
+                if key not in self.versions:
+                    client = _client(key)
+                    if client.get(key) == self.holder.encode():
+                        client.delete(key)
         except (MemcacheError, OSError) as exc:
             logger.warning("slots of %s not released (they expire): %s", self.holder, exc)
-        self.keys = []
+        self.keys, self.versions = [], {}
 
 
 def acquire(
-    scopes: Sequence[tuple[str, int]], holder: str, *, ttl: int, attempts: int = 3, pause: float = 0.05
+    scopes: Sequence[tuple[str, int]],
+    holder: str,
+    *,
+    ttl: int,
+    attempts: int = 3,
+    pause: float = 0.05,
+    retry_when_full: bool = True,
 ) -> Lease:
     """One slot in every scope (scope, limit), or none: raises LimitReached
     after `attempts` quick tries, SlotsUnavailable if memcached cannot answer."""
     lease = Lease(holder=holder, ttl=ttl)
     try:
+        if all(limit >= BLIND_MIN for _, limit in scopes) and _take_blind(scopes, lease):
+            return lease
         for attempt in range(attempts):
-            # Look at every scope first (one get_many each): a full one refuses
-            # before anything is taken, so a refusal writes nothing.
-            held = {scope: _held(scope, limit) for scope, limit in scopes}
-            refusal = next(
-                (LimitReached(s, n, list(held[s].values())) for s, n in scopes if len(held[s]) >= n), None
-            )
+            # Look first: a full scope refuses before anything is taken.
+            held = _held(scopes)
+            refusal = full_scope(scopes, held)
             if refusal is None:
-                for scope, limit in scopes:
-                    key = _take(scope, limit, holder, ttl, held[scope])
-                    if key is None:  # others took the free slots meanwhile
-                        refusal = LimitReached(scope, limit, list(_held(scope, limit).values()))
-                        break
-                    lease.keys.append(key)
-                if refusal is None:
+                lost = _take(scopes, held, lease)
+                if lost is None:
                     return lease
-                lease.release()
+                # Others took the free slots meanwhile.
+                refusal = LimitReached(lost, dict(scopes)[lost], list(held[lost].values()))
+            elif not retry_when_full:
+                raise refusal
             if attempt < attempts - 1:
                 time.sleep(pause * (attempt + 1))
     except (MemcacheError, OSError) as exc:
@@ -126,24 +164,119 @@ def acquire(
     raise refusal
 
 
-def _held(scope: str, limit: int) -> dict[str, str]:
-    found = server_client(f"slot:{scope}").get_many(slot_keys(scope, limit))
-    return {key: value.decode(errors="replace") for key, value in found.items()}
+def look(scopes: Sequence[tuple[str, int]]) -> dict[str, dict[str, str]]:
+    """Who holds each scope's slots (one get_many per server for all scopes).
+    Raises SlotsUnavailable."""
+    try:
+        return _held(scopes)
+    except (MemcacheError, OSError) as exc:
+        raise SlotsUnavailable(f"memcached unreachable: {exc}") from exc
 
 
-def _take(scope: str, limit: int, holder: str, ttl: int, held: dict[str, str]) -> str | None:
-    free = [key for key in slot_keys(scope, limit) if key not in held]
-    random.shuffle(free)  # takers racing for the same first key would mostly lose
-    client = server_client(f"slot:{scope}")
-    for key in free:
-        if client.add(key, holder.encode(), expire=ttl):
-            return key
+def full_scope(scopes: Sequence[tuple[str, int]], held: dict[str, dict[str, str]]) -> LimitReached | None:
+    """The refusal for the first scope a look found full, or None."""
+    return next((LimitReached(s, n, list(held[s].values())) for s, n in scopes if len(held[s]) >= n), None)
+
+
+class Taking:
+    """A free slot of each scope, as a look saw them, to be taken in a batch
+    of the caller's beside its own writes (a job's record): one round trip
+    for both. After the batch ran, `taken(replies)` puts the slots taken
+    into the lease and says whether all were."""
+
+    def __init__(
+        self, scopes: Sequence[tuple[str, int]], held: dict[str, dict[str, str]], lease: Lease
+    ) -> None:
+        self.lease = lease
+        self.keys = [
+            random.choice([key for key in slot_keys(scope, limit) if key not in held[scope]])
+            for scope, limit in scopes
+        ]
+        self._indexes: list[int] = []
+
+    def add_to(self, batch: MetaBatch) -> None:
+        holder = self.lease.holder.encode()
+        self._indexes = [
+            batch.add(b"ms", key, f"T{self.lease.ttl}", "ME", "c", value=holder, route=_route(key))
+            for key in self.keys
+        ]
+
+    def taken(self, replies: list) -> bool:
+        every = True
+        for key, index in zip(self.keys, self._indexes, strict=True):
+            if replies[index].status == b"HD":
+                self.lease.keys.append(key)
+                self.lease.versions[key] = int(replies[index].flags[b"c"])
+            else:
+                every = False
+        return every
+
+
+def _take_blind(scopes: Sequence[tuple[str, int]], lease: Lease) -> bool:
+    """A random slot of each scope, without looking: True if every one was free."""
+    keys = [f"slot:{scope}:{random.randrange(limit)}" for scope, limit in scopes]
+    if _add(keys, lease):
+        return True
+    lease.release()
+    return False
+
+
+def _take(scopes: Sequence[tuple[str, int]], held: dict[str, dict[str, str]], lease: Lease) -> str | None:
+    """A free slot of each scope (as the look saw them), in one pipeline;
+    where a racer took it first, the scope's other free slots one by one.
+    None when every scope has its slot, else the scope that had none left."""
+    free = {}
+    for scope, limit in scopes:
+        keys = [key for key in slot_keys(scope, limit) if key not in held[scope]]
+        random.shuffle(keys)  # takers racing for the same first key would mostly lose
+        free[scope] = keys
+    if _add([keys[0] for keys in free.values()], lease):
+        return None
+    for scope, keys in free.items():
+        if any(_route(key) == f"slot:{scope}" for key in lease.keys):
+            continue
+        if not any(_add([key], lease) for key in keys[1:]):
+            lease.release()
+            return scope
     return None
+
+
+def _add(keys: list[str], lease: Lease) -> bool:
+    """Take each slot (meta add, answering its CAS) in one pipeline per server;
+    the ones taken go into the lease. True if all were."""
+    batch = MetaBatch()
+    for key in keys:
+        batch.add(b"ms", key, f"T{lease.ttl}", "ME", "c", value=lease.holder.encode(), route=_route(key))
+    taken = True
+    for key, reply in zip(keys, batch.run(), strict=True):
+        if reply.status == b"HD":
+            lease.keys.append(key)
+            lease.versions[key] = int(reply.flags[b"c"])
+        else:
+            taken = False
+    return taken
+
+
+def _held(scopes: Sequence[tuple[str, int]]) -> dict[str, dict[str, str]]:
+    """Who holds each scope's slots: one get_many per server for all the scopes."""
+    ring = get_client()
+    by_server: dict[str | None, list[tuple[str, int]]] = {}
+    for scope, limit in scopes:
+        by_server.setdefault(ring.hasher.get_node(f"slot:{scope}"), []).append((scope, limit))
+    held: dict[str, dict[str, str]] = {}
+    for together in by_server.values():
+        keys = [key for scope, limit in together for key in slot_keys(scope, limit)]
+        found = server_client(f"slot:{together[0][0]}").get_many(keys)
+        for scope, limit in together:
+            held[scope] = {
+                key: found[key].decode(errors="replace") for key in slot_keys(scope, limit) if key in found
+            }
+    return held
 
 
 def holders(scope: str, limit: int) -> list[str]:
     """Who holds the scope's slots now (dashboard, tests)."""
     try:
-        return list(_held(scope, limit).values())
+        return list(_held([(scope, limit)])[scope].values())
     except (MemcacheError, OSError) as exc:
         raise SlotsUnavailable(f"memcached unreachable: {exc}") from exc

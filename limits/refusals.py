@@ -6,7 +6,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from core.counters import count
+from core.counters import count_soon
 from core.http import json_error, wants_json
 from core.paths import loggable_path
 from core.responses import mark_logged
@@ -15,7 +15,7 @@ activity = logging.getLogger("activity")
 
 
 def note_refusal(request: HttpRequest, reason: str, message: str, retry_after: int) -> None:
-    count("refused", reason=reason)
+    count_soon("refused", reason=reason)
     user = request.user.get_username() if request.user.is_authenticated else None
     activity.warning(
         "refused (%s): %s",

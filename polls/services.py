@@ -34,8 +34,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count
 from pymemcache.exceptions import MemcacheError
 
-from core.client import get_client
-from core.counters import count
+from core.client import MetaBatch, get_client
+from core.counters import count, count_soon
 from core.leases import Busy, lease
 from core.memo import get_or_set
 from polls.conf import get_config
@@ -113,42 +113,98 @@ def new_vote(ballot: Ballot) -> dict[str, Any]:
     }
 
 
+# The epoch of each poll's running totals as this process last saw it: a vote
+# counts itself in that epoch's total in the same round trip as its checks,
+# and learns there whether the epoch is still the one.
+_epochs_seen: dict[int, str] = {}
+
+
 def _cast_in_memcached(ballot: Ballot, vote: dict[str, Any]) -> str:
+    """The voter's checks, the epoch, the running total and the vote's index
+    in the queue in one round trip (meta commands: the address's window is
+    created and counted by one `ma`, the marker is an `ms` in add mode), then
+    the vote into the queue."""
     config = get_config()
-    client = get_client()
-    if ballot.user_id is None and ballot.address:
-        _rate_limit(client, ballot.address)
     poll_id = ballot.poll.id
     marker = _marker(poll_id, ballot.voter)
-    if not client.add(marker, vote["id"].encode(), expire=config["MARKER_TTL"]):
-        raise VoteRefused(409, ALREADY_VOTED)
-    raw_epoch = client.get(built_key(poll_id))
-    if not _is_epoch(raw_epoch):
-        raw_epoch = None  # none, or not ours: as while the totals are rebuilt
+    batch = MetaBatch()
+    rate = None
+    if ballot.user_id is None and ballot.address:
+        window = int(config["ANONYMOUS_WINDOW"])
+        # The key names its window: it is needed only until the window ends.
+        rate = batch.add(b"ma", _rate_key(ballot.address, window), f"N{window}", "J1", "v")
+    voted = batch.add(b"ms", marker, f"T{config['MARKER_TTL']}", "ME", value=vote["id"].encode())
+    built = batch.add(b"mg", built_key(poll_id), "v")
+    guess = _epochs_seen.get(poll_id)
+    guessed = batch.add(b"ma", total_key(poll_id, guess, ballot.choice_id), "v") if guess else None
+    # The vote's index in the queue, so that its put is one round trip.
+    queue = producer(config["QUEUE"])
+    reserved = queue.reserve_in(batch)
+    replies = batch.run()
+    if reserved is not None:
+        reserved(replies)
+
+    raw_epoch = replies[built].value if replies[built].status == b"VA" else None
+    epoch = raw_epoch.decode() if _is_epoch(raw_epoch) else None  # not ours: as while being rebuilt
+    if epoch is None:
+        _epochs_seen.pop(poll_id, None)
+    else:
+        _epochs_seen[poll_id] = epoch
+    total = total_key(poll_id, epoch, ballot.choice_id) if epoch else None
+    undo = MetaBatch()
+    counted = False
+    if guessed is not None and replies[guessed].status == b"VA":
+        if guess == epoch:
+            counted = True
+        else:  # counted in an epoch that is no longer the one: take it back
+            undo.add(b"ma", total_key(poll_id, guess, ballot.choice_id), "MD")
+
+    refusal = None
+    if rate is not None and (replies[rate].number() or 0) > config["ANONYMOUS_PER_ADDRESS"]:
+        refusal = VoteRefused(429, "Too many votes from your network; try again later.")
+        if replies[voted].status == b"HD":
+            undo.add(b"md", marker)  # not a vote: the voter may vote once the window allows
+    elif replies[voted].status != b"HD":
+        refusal = VoteRefused(409, ALREADY_VOTED)
     # No marker: a first vote, or one whose marker lapsed or memcached lost.
     # The database knows the votes flushed before: asked while the totals are
     # rebuilt, and always for a logged-in voter, who costs queries anyway.
     # (An anonymous voter's second vote is dropped at flush; their browser's
     # cookie answers before that.)
-    if (raw_epoch is None or ballot.user_id is not None) and _voted_in_database(ballot):
-        raise VoteRefused(409, ALREADY_VOTED)  # the marker stays: it is true
-    epoch = raw_epoch.decode() if raw_epoch is not None else None
-    total = total_key(poll_id, epoch, ballot.choice_id) if epoch else None
-    # Counted before it is queued, so the message can say where it counted.
-    counted = total is not None and client.incr(total, 1) is not None
+    elif (epoch is None or ballot.user_id is not None) and _voted_in_database(ballot):
+        refusal = VoteRefused(409, ALREADY_VOTED)  # the marker stays: it is true
+    if refusal is not None:
+        if counted:
+            undo.add(b"ma", total, "MD")
+        if undo:
+            with contextlib.suppress(MemcacheError, OSError):
+                undo.run()
+        raise refusal
+
+    if undo:
+        undo.run()
     if total is not None and not counted:
-        client.delete(built_key(poll_id))  # a total is gone: the flusher rebuilds them all
+        # No guess, or a wrong one (a rebuild): one more round trip, once per epoch here.
+        reply = MetaBatch()
+        reply.add(b"ma", total, "v")
+        counted = reply.run()[0].status == b"VA"
+    elif guessed is not None and replies[guessed].status != b"VA":
+        counted = False
+    if total is not None and not counted:
+        get_client().delete(built_key(poll_id))  # a total is gone: the flusher rebuilds them all
+        _epochs_seen.pop(poll_id, None)
     vote["counted_in"] = epoch if counted else None
     try:
-        producer(config["QUEUE"]).put(json.dumps(vote).encode())
+        queue.put(json.dumps(vote).encode())
     except BaseException:
         # Not accepted here: the voter may vote (or fall back) again.
         with contextlib.suppress(MemcacheError, OSError):
+            client = get_client()
             client.delete(marker)
             if counted:
                 client.decr(total, 1)
         raise
-    count("poll_votes", via="queue")
+    count_soon("poll_votes", via="queue")
     return "queue"
 
 
@@ -156,14 +212,9 @@ def _voted_in_database(ballot: Ballot) -> bool:
     return Vote.objects.filter(poll_id=ballot.poll.id, voter=ballot.voter).exists()
 
 
-def _rate_limit(client: Any, address: str) -> None:
-    config = get_config()
-    window = int(time.time() // config["ANONYMOUS_WINDOW"])
-    key = f"poll:rate:{hashlib.blake2b(address.encode(), digest_size=8).hexdigest()}:{window}"
-    # The key names its window: it is needed only until the window ends.
-    client.add(key, b"0", expire=config["ANONYMOUS_WINDOW"])
-    if (client.incr(key, 1) or 0) > config["ANONYMOUS_PER_ADDRESS"]:
-        raise VoteRefused(429, "Too many votes from your network; try again later.")
+def _rate_key(address: str, window: int) -> str:
+    digest = hashlib.blake2b(address.encode(), digest_size=8).hexdigest()
+    return f"poll:rate:{digest}:{int(time.time() // window)}"
 
 
 def write_direct(vote: dict[str, Any]) -> None:

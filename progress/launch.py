@@ -10,6 +10,7 @@ reached a worker.
 import contextlib
 import logging
 import math
+import time
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
@@ -19,7 +20,7 @@ from django.template.defaultfilters import pluralize
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
-from core.slots import Lease, LimitReached, SlotsUnavailable, acquire
+from core.slots import Lease, LimitReached, SlotsTaken, SlotsUnavailable, Taking, full_scope, look
 from progress import services, store
 from progress.conf import get_config
 from progress.exceptions import JobNotRunnable, ProgressUnavailable
@@ -68,21 +69,46 @@ def start_job(*, user: AbstractBaseUser, job_type: JobType, params: dict[str, An
     if registered is None or type(registered) is not type(job_type):
         raise ValueError(f"job type {job_type.name!r} is not registered: a worker could not run it")
     job_id = new_job_id()
-    lease = _take_slots(user, job_type, job_id)
-    try:
-        job = services.create_job(
-            owner=user,
-            kind=job_type.name,
-            title=job_type.describe(params),
-            params=params,
-            job_id=job_id,
-            slots=lease.keys,
-        )
-    except BaseException:
-        lease.release()
-        raise
-    _send(job, job_type, slots=lease.keys)
-    return job
+    config = get_config()
+    limits = job_type.limits(user)
+    scopes = [
+        (f"{limits.group}-user:{user.pk}", limits.per_user),
+        (f"{limits.group}-kind:{job_type.name}", limits.per_kind),
+    ]
+    lease = Lease(holder=job_id, ttl=config["QUEUED_LEASE"])
+    for attempt in range(config["START_ATTEMPTS"]):
+        # Look first: a full scope refuses with nothing written and no query.
+        # Jobs hold slots for seconds or minutes, so a full one is not retried.
+        try:
+            held = look(scopes)
+        except SlotsUnavailable as exc:
+            raise ProgressUnavailable(str(exc)) from exc
+        refusal = full_scope(scopes, held)
+        if refusal is not None:
+            raise _refused(user, job_type, refusal)
+        taking = Taking(scopes, held, lease)
+        try:
+            # The slots are taken with the record, in one round trip.
+            job = services.create_job(
+                owner=user,
+                kind=job_type.name,
+                title=job_type.describe(params),
+                params=params,
+                job_id=job_id,
+                slots=taking.keys,
+                taking=taking,
+            )
+        except SlotsTaken:  # a racer took a free slot first: look again
+            time.sleep(config["START_PAUSE"] * (attempt + 1))
+            continue
+        except BaseException:
+            lease.release()
+            raise
+        _send(job, job_type, slots=lease.keys)
+        return job
+    raise _refused(
+        user, job_type, LimitReached(scopes[-1][0], scopes[-1][1], list(held[scopes[-1][0]].values()))
+    )
 
 
 def _send(job: Job, job_type: JobType, *, slots: list[str]) -> None:
@@ -112,51 +138,49 @@ def send_task(job: Job, job_type: JobType) -> None:
     Job.objects.filter(pk=job.id).update(sent_at=timezone.now(), sends=F("sends") + 1)
 
 
-def _take_slots(user: AbstractBaseUser, job_type: JobType, job_id: str) -> Lease:
-    config = get_config()
+def _refused(user: AbstractBaseUser, job_type: JobType, refusal: LimitReached) -> StartRefused:
+    """What a user is told when a start is over a limit, and when to come back."""
     limits = job_type.limits(user)
-    try:
-        return acquire(
-            [
-                (f"{limits.group}-user:{user.pk}", limits.per_user),
-                (f"{limits.group}-kind:{job_type.name}", limits.per_kind),
-            ],
-            job_id,
-            ttl=config["QUEUED_LEASE"],
-            attempts=config["START_ATTEMPTS"],
-            pause=config["START_PAUSE"],
+    retry_after = _retry_after(refusal.scope, refusal.holders, default=get_config()["RETRY_AFTER"])
+    if refusal.scope.endswith(f"-user:{user.pk}"):
+        n = limits.per_user
+        message = (
+            f"You already have {n} {job_type.noun}{pluralize(n)} queued or running, the most "
+            f"anyone may have at once. Try again in about {retry_after} s, when one has finished."
         )
-    except SlotsUnavailable as exc:
-        raise ProgressUnavailable(str(exc)) from exc
-    except LimitReached as refusal:
-        retry_after = _retry_after(refusal.holders, default=config["RETRY_AFTER"])
-        if refusal.scope.endswith(f"-user:{user.pk}"):
-            n = limits.per_user
-            message = (
-                f"You already have {n} {job_type.noun}{pluralize(n)} queued or running, the most "
-                f"anyone may have at once. Try again in about {retry_after} s, when one has finished."
-            )
-            reason = f"{limits.group}-user"
-        else:
-            n = limits.per_kind
-            message = (
-                f"{job_type.title} is already being run {n} time{pluralize(n)} on the farm, "
-                f"the most at once. Try again in about {retry_after} s."
-            )
-            reason = f"{limits.group}-kind"
-        raise StartRefused(message, reason=reason, retry_after=retry_after) from refusal
+        return StartRefused(message, reason=f"{limits.group}-user", retry_after=retry_after)
+    n = limits.per_kind
+    message = (
+        f"{job_type.title} is already being run {n} time{pluralize(n)} on the farm, "
+        f"the most at once. Try again in about {retry_after} s."
+    )
+    return StartRefused(message, reason=f"{limits.group}-kind", retry_after=retry_after)
 
 
-def _retry_after(holders: list[str], *, default: int) -> int:
+# Seconds a refusal's Retry-After is reused for the same full scope in this process.
+RETRY_AFTER_KEPT = 1.0
+_retry_afters: dict[str, tuple[float, int]] = {}
+
+
+def _retry_after(scope: str, holders: list[str], *, default: int) -> int:
     """When a slot is likely to come free: the soonest ETA of (a sample of) the
-    jobs holding them. A refusal must stay cheap, so at most ten are read."""
+    jobs holding them. A refusal must stay cheaper than a poll, so at most ten
+    are read, and a flood of refusals for one scope reads them once a second."""
+    now = time.monotonic()
+    kept = _retry_afters.get(scope)
+    if kept is not None and kept[0] > now:
+        return kept[1]
     try:
         sample = holders[:10]
         etas = [r.eta_seconds for r in store.read_many(sample).values() if r.eta_seconds is not None]
     except ProgressUnavailable:
         etas = []
     soonest = min(etas, default=default)
-    return max(1, min(60, math.ceil(soonest)))
+    answer = max(1, min(60, math.ceil(soonest)))
+    if len(_retry_afters) > 1000:
+        _retry_afters.clear()
+    _retry_afters[scope] = (now + RETRY_AFTER_KEPT, answer)
+    return answer
 
 
 def retry_lost(job: Job, record: JobRecord) -> str | None:

@@ -11,8 +11,8 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from core.counters import count, observe_duration
-from core.slots import Lease
+from core.counters import count, count_soon, observe_duration
+from core.slots import Lease, Taking
 from progress import store
 from progress.conf import lost_after
 from progress.exceptions import JobCancelled, JobEnded, JobFailed, JobNotRunnable, ProgressUnavailable
@@ -67,11 +67,14 @@ def create_job(
     retry_of: str = "",
     attempt: int = 1,
     read_token: str = "",
+    taking: Taking | None = None,
 ) -> Job:
     """Record a queued job in the database and in memcached, both or neither.
 
     Call before sending the task, so no page ever shows an unknown job.
-    `slots` are limit slots already taken for it, released when it ends.
+    `slots` are limit slots held for it, released when it ends: already
+    taken, or taken here with the record (`taking`, one round trip for both;
+    SlotsTaken, with nothing recorded, if a racer took one first).
     `read_token` is given for a retry, which keeps its job's progress URL.
     Raises ProgressUnavailable when memcached cannot take the record.
     """
@@ -100,9 +103,10 @@ def create_job(
                 attempt=attempt,
                 slots=slots or [],
                 read_token=job.read_token,
-            )
+            ),
+            taking=taking,
         )
-    count("jobs", kind=kind, state=State.QUEUED)
+    count_soon("jobs", kind=kind, state=State.QUEUED)
     return job
 
 

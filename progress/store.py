@@ -21,8 +21,9 @@ from contextlib import contextmanager, suppress
 
 from pymemcache.exceptions import MemcacheError
 
-from core.client import NGINX_READ_PREFIX, get_client
+from core.client import NGINX_READ_PREFIX, MetaBatch, get_client
 from core.seal import seal, unseal
+from core.slots import SlotsTaken, Taking
 from core.tampering import refused
 from progress.conf import get_config, lost_after
 from progress.exceptions import ProgressUnavailable
@@ -115,13 +116,34 @@ def read_raw(job_id: str) -> bytes | None:
         return get_client().get(record_key(job_id))
 
 
-def create(record: JobRecord) -> None:
-    """Write a new record; refuses to overwrite an existing one."""
+def create(record: JobRecord, *, taking: Taking | None = None) -> None:
+    """Write a new record and its public document, and take the job's limit
+    slots (`taking`), in one round trip (on one server). Refuses to overwrite
+    an existing record. Raises SlotsTaken, with nothing written, when a racer
+    took one of the slots first."""
+    batch = MetaBatch()
+    if taking is not None:
+        taking.add_to(batch)
+    key = record_key(record.job)
+    added = batch.add(b"ms", key, f"T{_ttl(record)}", "ME", value=_sealed(record))
+    published = None
+    if record.read_token:
+        public, document, expire = _public_document(record)
+        published = batch.add(b"ms", public, f"T{expire}", "ME", value=document)
     with _memcached("add"):
-        stored = get_client().add(record_key(record.job), _sealed(record), expire=_ttl(record))
-    if not stored:
+        replies = batch.run()
+    if taking is not None and not taking.taken(replies):
+        undo = MetaBatch()
+        if replies[added].status == b"HD":
+            undo.add(b"md", key)
+        if published is not None and replies[published].status == b"HD":
+            undo.add(b"md", public)
+        with suppress(MemcacheError, OSError):
+            undo.run()
+        taking.lease.release()
+        raise SlotsTaken(f"job {record.job}: a slot was taken meanwhile")
+    if replies[added].status != b"HD":
         raise ProgressUnavailable(f"job {record.job} already has a record")
-    publish(record)
 
 
 def create_if_missing(record: JobRecord) -> bool:

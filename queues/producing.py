@@ -2,10 +2,11 @@
 putting fast), entries written with `add`."""
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pymemcache.exceptions import MemcacheClientError, MemcacheServerError
 
+from core.client import MetaBatch, MetaReply, meta_command
 from core.tampering import refused
 from queues import entries
 from queues.exceptions import (
@@ -91,10 +92,27 @@ class Producing(QueueBase):
 
     def _add_entries(self, gen: str, values: dict[str, bytes]) -> tuple[dict[str, bool], bool]:
         """`add` the entries, then, in the same round trip, check that the
-        generation still has its tail: an empty `append` stores only onto an
+        generation still has its tail: an empty append stores only onto an
         existing key and changes nothing. Indexes come from a reserve or from
         an incr a moment earlier; if memcached lost everything since, the adds
-        succeed into a key space nobody reads, and only this tells."""
+        succeed into a key space nobody reads, and only this tells.
+
+        A producer that put a moment ago reserves its next indexes in the
+        same round trip, so while it is busy a put is one round trip."""
+        if not hasattr(self.client, "meta"):  # mirrored: the classic pipeline both servers take
+            return self._add_entries_classic(gen, values)
+        wire = self.client.wire_key
+        ttl = (f"T{self.entry_ttl}",) if self.entry_ttl else ()
+        commands = [meta_command(b"ms", wire(key), *ttl, "ME", value=value) for key, value in values.items()]
+        commands.append(meta_command(b"ms", wire(self._key(gen, "tail")), "MA", value=b""))
+        replies = self.client.meta(commands, errors=True)
+        refused = next((r for r in replies if r.status == b"SERVER_ERROR"), None)
+        if refused is not None:
+            raise MemcacheServerError(b"SERVER_ERROR " + (refused.value or b""))
+        stored = {key: reply.status == b"HD" for key, reply in zip(values, replies, strict=False)}
+        return stored, replies[-1].status == b"HD"
+
+    def _add_entries_classic(self, gen: str, values: dict[str, bytes]) -> tuple[dict[str, bool], bool]:
         wire = self.client.wire_key
         commands = [
             b"add %s 0 %d %d\r\n%s\r\n" % (wire(key), self.entry_ttl, len(value), value)
@@ -104,6 +122,25 @@ class Producing(QueueBase):
         lines = self.client.pipeline(commands, b"add")
         stored = {key: line == b"STORED" for key, line in zip(values, lines, strict=False)}
         return stored, lines[-1] == b"STORED"
+
+    def reserve_in(self, batch: MetaBatch) -> Callable[[list[MetaReply]], None] | None:
+        """Put the command that reserves this producer's next index into a
+        batch of the caller's, run a moment before its put (a vote's checks):
+        the put is then one round trip. Returns what to call with the batch's
+        answers; None when there is nothing to reserve (an index is reserved
+        already, or the queue is mirrored and reserves its own way)."""
+        if not hasattr(self.client, "meta") or self._reserve or (self._ring or batch.ring) is not batch.ring:
+            return None
+        gen = self._generation()
+        index = batch.add(b"ma", self._key(gen, "tail"), "v", route=f"q:{self.name}")
+
+        def reserved(replies: list[MetaReply]) -> None:
+            last = replies[index].number()
+            if last is not None:
+                self._reserve.append(last)
+                self._reserve_gen, self._reserved_at = gen, time.monotonic()
+
+        return reserved
 
     def _take_indexes(self, gen: str, count: int) -> list[int] | None:
         """`count` indexes for new entries: from this producer's reserve, else

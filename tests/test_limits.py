@@ -122,6 +122,41 @@ def test_a_user_over_the_limit_is_refused_with_when_to_try_again(alice):
     assert Job.objects.count() == 2  # nothing recorded for the refused start
 
 
+def test_a_racer_taking_the_chosen_slot_leaves_nothing_of_the_start_behind(
+    alice, monkeypatch, memcached_server, progress_on_real_memcached
+):
+    """The slots are taken in the same round trip as the job's record. A
+    racer that takes the slot this start chose between its look and that
+    round trip: the record, its public document and the row are undone, the
+    slot taken in the other scope is given back, and the start looks again."""
+    from progress import launch
+    from tests import keyspace
+
+    report = get_report("sales-by-region")
+    looks = []
+    real_look = launch.look
+
+    def look_then_race(scopes):
+        held = real_look(scopes)
+        looks.append(held)
+        if len(looks) == 1:  # another node takes both of alice's slots right after this look
+            user_scope = scopes[0][0]
+            for key in slots.slot_keys(user_scope, 2):
+                slots._client(key).set(key, b"racer", expire=60)
+        return held
+
+    monkeypatch.setattr(launch, "look", look_then_race)
+    monkeypatch.setattr(launch, "new_job_id", lambda: "R" * 22)
+    with pytest.raises(StartRefused) as refused:
+        start_job(user=alice, job_type=report, params=_params())
+    assert refused.value.reason == "reports-user" and len(looks) == 2  # looked again, then refused
+    assert not Job.objects.filter(pk="R" * 22).exists()
+    assert store.read("R" * 22) is None
+    assert not keyspace.items(memcached_server, f"{progress_on_real_memcached}:pub:{'R' * 22}")
+    assert slots.holders(f"reports-user:{alice.pk}", 2) == ["racer", "racer"]
+    assert slots.holders("reports-kind:sales-by-region", 3) == []  # the kind slot it took was given back
+
+
 def test_a_report_type_over_its_farm_limit_is_refused(alice):
     report = get_report("top-customers")
     users = [get_user_model().objects.create_user(f"u{i}", password="x") for i in range(4)]
@@ -159,6 +194,7 @@ def test_refused_starts_answer_503_json_or_the_form_again_and_are_counted_and_lo
     )
     refused = [r for r in caplog.records if r.name == "activity" and getattr(r, "event", "") == "refused"]
     assert len(refused) == 2 and refused[0].reason == "reports-user"
+    counters.flush_soon()  # refusals are tallied in the process, sent once a second
     assert int(get_client().get("c:refused|reason=reports-user")) == 2
 
 

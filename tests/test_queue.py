@@ -96,11 +96,20 @@ class _StallingClient:
     def __getattr__(self, name):
         return getattr(self._client, name)
 
-    def pipeline(self, commands, name):
-        if name == b"add" and not self.stalled.is_set() and any(b":m:" in c for c in commands):
+    def _stall(self, commands) -> None:
+        if not self.stalled.is_set() and any(b":m:" in c for c in commands):
             self.stalled.set()
             self._release.wait(10)
+
+    def pipeline(self, commands, name):
+        if name == b"add":
+            self._stall(commands)
         return self._client.pipeline(commands, name)
+
+    def meta(self, commands, **kwargs):
+        if any(c.startswith(b"ms ") for c in commands):
+            self._stall(commands)
+        return self._client.meta(commands, **kwargs)
 
 
 def test_an_index_taken_but_not_written_becomes_a_hole_and_nothing_is_lost(fast):

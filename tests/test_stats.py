@@ -130,6 +130,7 @@ def test_jobs_logins_accounts_and_downloads_are_counted():
         pass
     client = Client()
     assert client.login(username="counted", password="pw-for-counting")
+    counters.flush_soon()  # a start's count is tallied in the process, sent once a second
     added = harvest()
     for state in ("queued", "running", "succeeded"):
         assert added[f"jobs|kind=top-customers|state={state}"] == 1
