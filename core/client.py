@@ -5,14 +5,13 @@ import os
 import threading
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from pymemcache.client.base import Client, _readline, _readvalue
+from pymemcache.client.base import Client
 from pymemcache.client.hash import HashClient
 from pymemcache.client.rendezvous import RendezvousHash
-from pymemcache.exceptions import MemcacheUnexpectedCloseError, MemcacheUnknownError
+from pymemcache.exceptions import MemcacheServerError, MemcacheUnexpectedCloseError, MemcacheUnknownError
 
 from core.conf import get_config
 
@@ -33,26 +32,44 @@ def _past_stale_connections(call: Callable[..., Any], *args: Any, tries: int = 2
     return call(*args, **kwargs)
 
 
-@dataclass(frozen=True, slots=True)
 class MetaReply:
     """memcached's answer to one meta command: its status (HD stored or
     done, VA a value follows, EN miss, NF not found, NS not stored, EX CAS
-    mismatch), the flags it returned (b"c" -> CAS, b"W" win, ...) and the value."""
+    mismatch), the flags it returned (b"c" -> CAS, b"W" win, ...) and the value.
+    Flags are parsed when asked for: a batch of a hundred answers seldom needs them."""
 
-    status: bytes
-    flags: dict[bytes, bytes]
-    value: bytes | None = None
+    __slots__ = ("_tokens", "status", "value")
+
+    def __init__(self, status: bytes, tokens: bytes = b"", value: bytes | None = None) -> None:
+        self.status, self._tokens, self.value = status, tokens, value
+
+    @property
+    def flags(self) -> dict[bytes, bytes]:
+        return {t[:1]: t[1:] for t in self._tokens.split()}
 
     @property
     def ok(self) -> bool:
         return self.status in (b"HD", b"VA")
+
+    @property
+    def cas(self) -> int | None:
+        """The CAS the command returned (asked for with the c flag)."""
+        for token in self._tokens.split():
+            if token[:1] == b"c":
+                return int(token[1:])
+        return None
+
+    def __repr__(self) -> str:
+        return f"MetaReply({self.status!r}, {self._tokens!r}, {self.value!r:.40})"
 
     def number(self) -> int | None:
         """The value of an `ma ... v` or a counter read with `mg ... v`; None if not a number."""
         return int(self.value) if self.value is not None and self.value.isdigit() else None
 
 
-_META_STATUSES = frozenset((b"HD", b"VA", b"EN", b"NF", b"NS", b"EX"))
+_META_STATUSES = frozenset((b"HD", b"VA", b"EN", b"NF", b"NS", b"EX", b"MN"))
+# Bytes read at a time for meta answers (a batch of entries is hundreds of KB).
+META_RECV = 256 * 1024
 
 
 def meta_command(verb: bytes, wire_key: bytes, *flags: str, value: bytes | None = None) -> bytes:
@@ -99,7 +116,7 @@ class ReconnectingClient(Client):
         """Give each key `expire` seconds more to live, in one round trip."""
         self.pipeline([b"touch %s %d\r\n" % (self.wire_key(key), expire) for key in keys], b"touch")
 
-    def meta(self, commands: list[bytes], *, errors: bool = False) -> list[MetaReply]:
+    def meta(self, commands: list[bytes], *, errors: bool = False, quietly: bytes = b"") -> list[MetaReply]:
         """Meta commands (made with meta_command and wire_key) in one round
         trip, the answer to each in order. memcached's meta protocol does in
         one command what takes two in the classic one: create-and-increment
@@ -111,35 +128,46 @@ class ReconnectingClient(Client):
         under -M, CLIENT_ERROR for a counter that is not a number) is an
         answer like any other, with that status and memcached's words as its
         value, and the commands after it are still read; by default it raises
-        as pymemcache does."""
-        if not commands:
+        as pymemcache does. `quietly`: classic noreply commands sent in the
+        same write, which answer nothing."""
+        if not commands and not quietly:
             return []
-        return _past_stale_connections(self._meta, commands, errors)
+        return _past_stale_connections(self._meta, commands, errors, quietly)
 
-    def _meta(self, commands: list[bytes], errors: bool) -> list[MetaReply]:
+    def _meta(
+        self, commands: list[bytes], errors: bool, quietly: bytes, quiet: list[bytes] | None = None
+    ) -> list[MetaReply]:
         if self.sock is None:
             self._connect()
         try:
-            self.sock.sendall(b"".join(commands))
-            replies, buf = [], b""
-            for _ in commands:
-                buf, line = _readline(self.sock, buf)
-                if errors and line.startswith((b"SERVER_ERROR", b"CLIENT_ERROR")):
-                    status, _, words = line.partition(b" ")
-                    replies.append(MetaReply(status, {}, words))
-                    continue
-                self._raise_errors(line, b"meta")
-                status, *tokens = line.split(b" ")
-                value = None
-                if status == b"VA":
-                    buf, value = _readvalue(self.sock, buf, int(tokens.pop(0)))
-                elif status not in _META_STATUSES:
-                    raise MemcacheUnknownError(line[:32])
-                replies.append(MetaReply(status, {t[:1]: t[1:] for t in tokens}, value))
+            trailer = b"" if quiet is None else b"".join(quiet) + b"mn\r\n"
+            self.sock.sendall(b"".join(commands) + trailer + quietly)
+            reader = _MetaReader(self)
+            replies = [reader.reply(errors) for _ in commands]
+            if quiet is not None:
+                while (reply := reader.reply(True)).status != b"MN":
+                    replies.append(reply)
             return replies
         except Exception:
             self.close()
             raise
+
+    def meta_quiet(
+        self, commands: list[bytes], quiet: list[bytes]
+    ) -> tuple[list[MetaReply], dict[bytes, MetaReply]]:
+        """`commands` as meta(), then `quiet` commands (made with the q flag
+        and an opaque O<token>), which answer only when they fail, closed by
+        `mn`: one round trip, and a batch's successes cost no answer to parse.
+        Returns the commands' answers and the failed quiet ones by token.
+        An error memcached does not say the command of raises."""
+        replies = _past_stale_connections(self._meta, commands, False, b"", quiet)
+        failed: dict[bytes, MetaReply] = {}
+        for reply in replies[len(commands) :]:
+            token = reply.flags.get(b"O")
+            if token is None:
+                raise MemcacheServerError(reply.status + b" " + (reply.value or b""))
+            failed[token] = reply
+        return replies[: len(commands)], failed
 
     def _fetch_cmd(self, *args: Any, **kwargs: Any) -> Any:
         return _past_stale_connections(super()._fetch_cmd, *args, **kwargs)
@@ -154,6 +182,44 @@ class ReconnectingClient(Client):
         # Retired clients of a thread that never calls again (closed by no one).
         with contextlib.suppress(Exception):
             self.close()
+
+
+class _MetaReader:
+    """Meta answers from a client's socket, read through one buffer with a
+    position: a batch's answers are parsed without copying what is left of
+    the buffer for every line."""
+
+    __slots__ = ("buf", "client", "pos")
+
+    def __init__(self, client: ReconnectingClient) -> None:
+        self.client, self.buf, self.pos = client, b"", 0
+
+    def _more(self) -> None:
+        data = self.client.sock.recv(META_RECV)
+        if not data:
+            raise MemcacheUnexpectedCloseError()
+        self.buf, self.pos = self.buf[self.pos :] + data, 0
+
+    def reply(self, errors: bool) -> MetaReply:
+        end = self.buf.find(b"\r\n", self.pos)
+        while end < 0:
+            self._more()
+            end = self.buf.find(b"\r\n", self.pos)
+        line, self.pos = self.buf[self.pos : end], end + 2
+        status, _, tokens = line.partition(b" ")
+        value = None
+        if status == b"VA":
+            size, _, tokens = tokens.partition(b" ")
+            while len(self.buf) < self.pos + int(size) + 2:
+                self._more()
+            stop = self.pos + int(size)
+            value, self.pos = self.buf[self.pos : stop], stop + 2
+        elif status not in _META_STATUSES:
+            if errors and status in (b"SERVER_ERROR", b"CLIENT_ERROR"):
+                return MetaReply(status, b"", tokens)
+            self.client._raise_errors(line, b"meta")
+            raise MemcacheUnknownError(line[:32])
+        return MetaReply(status, tokens, value)
 
 
 # Keys nginx reads itself (the public progress documents of progress.store).

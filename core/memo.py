@@ -2,14 +2,19 @@
 
     totals = get_or_set("dashboard:totals", compute_totals, ttl=60)
 
-The value is kept `stale_for` seconds past its `ttl`. When it is missing or
-stale, callers race for a lock with `add`: exactly one computes. The others
-get the stale value at once if there is one, or else wait up to `wait`
-seconds for the winner's value (and compute it themselves only if it does
-not come). With memcached unreachable every caller just computes. Values are
-JSON (never pickle: what is in memcached must not be able to run code), and
-sealed (core.seal): a value someone else put there reads as missing, so
-callers only ever get back what `compute` returned.
+The value is kept `stale_for` seconds past its `ttl`. memcached itself elects
+who computes, with its meta commands' stale/win flags: one `mg` with N (on a
+miss, create a placeholder for `lock_for` seconds and answer W to this caller
+alone, Z to the others) and R (when less than `stale_for` is left of the
+value's life, answer W to one caller while the others keep getting the
+value). The winner computes and stores; the others get the stale value at
+once if there is one, or else wait up to `wait` seconds for the winner's
+value (and compute it themselves only if it does not come). A hit is one
+round trip; a miss or a refresh two, where a lock took four. With memcached
+unreachable every caller just computes. Values are JSON (never pickle: what
+is in memcached must not be able to run code), and sealed (core.seal): a
+value someone else put there reads as missing, so callers only ever get back
+what `compute` returned.
 """
 
 import json
@@ -20,7 +25,7 @@ from typing import Any
 
 from pymemcache.exceptions import MemcacheError
 
-from core.client import get_client
+from core.client import MetaReply, get_client, meta_command, server_client
 from core.seal import seal, unseal
 from core.tampering import refused
 
@@ -39,22 +44,19 @@ def get_or_set(
     lock_for: int = 60,
 ) -> Any:
     stale_for = ttl if stale_for is None else stale_for
-    client = get_client()
-    value_key, lock_key = f"memo:{key}", f"memo:{key}:lock"
+    value_key = f"memo:{key}"
     try:
-        cached = _read(client, value_key)
-        if cached is not None and cached[1] > time.time():
-            return cached[0]
-        if client.add(lock_key, b"1", expire=lock_for):
-            try:
-                value = compute()
-                envelope = json.dumps({"v": value, "fresh_until": time.time() + ttl}).encode()
-                client.set(value_key, seal(value_key, envelope), expire=ttl + stale_for)
-                return value
-            finally:
-                client.delete(lock_key)
+        client = server_client(value_key)
+        ask = meta_command(b"mg", client.wire_key(value_key), "v", f"N{lock_for}", f"R{stale_for}")
+        reply = client.meta([ask])[0]
+        cached = _value(value_key, reply)
+        if b"W" in reply.flags:  # ours to compute: a miss, or a value past its ttl
+            value = compute()
+            envelope = json.dumps({"v": value, "fresh_until": time.time() + ttl}).encode()
+            client.set(value_key, seal(value_key, envelope), expire=ttl + stale_for)
+            return value
         if cached is not None:
-            return cached[0]  # someone is refreshing it: the stale value will do
+            return cached[0]  # fresh, or someone is refreshing it: the stale value will do
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline:
             time.sleep(POLL)
@@ -67,8 +69,20 @@ def get_or_set(
     return compute()
 
 
+def _value(key: str, reply: MetaReply) -> tuple[Any, float] | None:
+    """The value of an mg answer; None for a miss or another caller's placeholder (empty)."""
+    if reply.status != b"VA" or not reply.value:
+        return None
+    return _envelope(key, reply.value)
+
+
 def _read(client: Any, key: str) -> tuple[Any, float] | None:
-    raw = unseal("memo", key, client.get(key))
+    raw = client.get(key)
+    return _envelope(key, raw) if raw else None
+
+
+def _envelope(key: str, sealed: bytes) -> tuple[Any, float] | None:
+    raw = unseal("memo", key, sealed)
     if raw is None:
         return None
     try:

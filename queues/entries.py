@@ -24,14 +24,14 @@ longer matches, and the ack is refused without touching the message.
 import hashlib
 import hmac
 import math
+import random
 import re
-import secrets
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
-from core.seal import PERSON, mac, secrets_in_use
+from core.seal import MAC_BYTES, PERSON, mac, secrets_in_use
 
 MESSAGE = b"M"
 ACKED = b"A"
@@ -48,8 +48,7 @@ class BadEntry(ValueError):
     """An entry this farm did not write (or not for this queue); `reason` says why."""
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     redeliveries: int
     enqueued_at: float
     body: bytes
@@ -84,21 +83,42 @@ def with_redeliveries(raw: bytes, redeliveries: int) -> bytes:
 
 
 def decode(queue_key: str, raw: bytes) -> Entry:
-    end = raw.find(b"\n")
-    parts = raw[:end].split(b" ") if end > 0 and raw[:1] == MESSAGE else []
-    if len(parts) != 3 or not parts[0][1:].isdigit() or len(parts[2]) != 32 or len(parts[1]) > 15:
-        raise BadEntry("not a message of this farm's format")
-    count, stamp, tag = parts
-    body = raw[end + 1 :]
-    if not any(hmac.compare_digest(tag, _mac(queue_key, stamp, body, s)) for s in secrets_in_use()):
-        raise BadEntry("bad MAC: written by something other than this farm (or DJANGO_SECRET_KEY differs)")
-    try:
-        enqueued_at = float(stamp)
-    except ValueError:
-        raise BadEntry("bad enqueue time") from None
-    if not math.isfinite(enqueued_at) or not 0 <= enqueued_at < _LATEST:
-        raise BadEntry("bad enqueue time")
-    return Entry(redeliveries=int(count[1:]), enqueued_at=enqueued_at, body=body)
+    return decoder(queue_key)(raw)
+
+
+def decoder(queue_key: str) -> Callable[[bytes], Entry]:
+    """decode() for many entries of one queue: the keyed hashes are set up once."""
+    signing, *fallbacks = (_hasher(queue_key, secret) for secret in secrets_in_use())
+
+    def verified(hasher: Any, stamp: bytes, body: bytes, tag: bytes) -> bool:
+        digest = hasher.copy()
+        digest.update(stamp)
+        digest.update(b"\n")
+        digest.update(body)
+        return hmac.compare_digest(tag, digest.hexdigest().encode())
+
+    def decode(raw: bytes) -> Entry:
+        end = raw.find(b"\n")
+        parts = raw[:end].split(b" ") if end > 0 and raw[:1] == MESSAGE else []
+        if len(parts) != 3 or not parts[0][1:].isdigit() or len(parts[2]) != 32 or len(parts[1]) > 15:
+            raise BadEntry("not a message of this farm's format")
+        count, stamp, tag = parts
+        body = raw[end + 1 :]
+        if not verified(signing, stamp, body, tag) and not any(
+            verified(h, stamp, body, tag) for h in fallbacks
+        ):
+            raise BadEntry(
+                "bad MAC: written by something other than this farm (or DJANGO_SECRET_KEY differs)"
+            )
+        try:
+            enqueued_at = float(stamp)
+        except ValueError:
+            raise BadEntry("bad enqueue time") from None
+        if not math.isfinite(enqueued_at) or not 0 <= enqueued_at < _LATEST:
+            raise BadEntry("bad enqueue time")
+        return Entry(int(count[1:]), enqueued_at, body)
+
+    return decode
 
 
 def is_finished(raw: bytes | None) -> bool:
@@ -109,10 +129,26 @@ def is_finished(raw: bytes | None) -> bool:
 
 
 def new_receipt(queue_key: str, gen: str, index: int, version: int) -> tuple[str, str]:
-    """A receipt for a delivery of the entry at `version`, and the token its claim key holds."""
-    nonce = secrets.token_hex(8)
-    token = nonce + mac(queue_key, f"{gen}.{index}.{version}.{nonce}".encode()).hex()
-    return f"{gen}.{index}.{version}.{token}", token
+    """A receipt for a delivery of the entry at `version`, and its token."""
+    return receipt_maker(queue_key, gen)(index, version)
+
+
+def receipt_maker(queue_key: str, gen: str) -> Callable[[int, int], tuple[str, str]]:
+    """new_receipt for many deliveries of one queue and generation: the keyed
+    hash is set up once. The nonce only makes two receipts differ (the MAC is
+    what cannot be forged), so it need not come from the OS's generator."""
+    key = queue_key.encode()
+    base = hashlib.blake2b(key, key=secrets_in_use()[0], digest_size=MAC_BYTES)
+    base.update(b"\0")
+
+    def make(index: int, version: int) -> tuple[str, str]:
+        nonce = f"{random.getrandbits(64):016x}"
+        digest = base.copy()
+        digest.update(f"{gen}.{index}.{version}.{nonce}".encode())
+        token = nonce + digest.hexdigest()
+        return f"{gen}.{index}.{version}.{token}", token
+
+    return make
 
 
 def parse_receipt(receipt: object) -> tuple[str, int, int, str] | None:

@@ -20,6 +20,9 @@ class Finishing(QueueBase):
     def _checked_receipt(self, receipt: object) -> tuple[str, int, int, str]:
         """(generation, index, version, token) of a receipt this farm issued
         for this queue; InvalidReceipt for anything else (malformed, forged)."""
+        issued = self._issued.get(receipt) if isinstance(receipt, str) else None
+        if issued is not None:
+            return issued  # handed out by this consumer: checked when it was made
         parsed = entries.parse_receipt(receipt)
         if parsed is None:
             raise InvalidReceipt("malformed receipt")
@@ -43,13 +46,42 @@ class Finishing(QueueBase):
         if not parsed:
             return []
         with memcached_errors():
-            results = self.client.cas_many(
+            results = self._cas_acked(parsed)
+            done = [(gen, i) for (gen, i, _, _), ok in zip(parsed, results, strict=True) if ok is not False]
+            # Without waiting: a claim left behind only lapses on its own.
+            if not hasattr(self.client, "meta"):  # mirrored
+                self.client.delete_many([self._key(gen, "c", i) for gen, i in done], noreply=True)
+                self._stat("acked", sum(1 for ok in results if ok))
+            else:
+                prefix, base = self.client.key_prefix, self.key_base.encode()
+                deletes = [
+                    b"delete %s%s:%s:c:%d noreply\r\n" % (prefix, base, g.encode(), i) for g, i in done
+                ]
+                stat = self._stat_command("acked", sum(1 for ok in results if ok))
+                self.client.meta([], quietly=b"".join(deletes) + stat)
+        for receipt in receipts:
+            self._issued.pop(receipt, None)
+        return [receipt for receipt, ok in zip(receipts, results, strict=True) if ok is False]
+
+    def _cas_acked(self, parsed: list[tuple[str, int, int, str]]) -> list[bool | None]:
+        """Mark each entry acked if it is still at its receipt's version, in one
+        round trip: True stored, False changed since (EX), None gone (NF)."""
+        if not hasattr(self.client, "meta"):  # mirrored: the classic pipeline both servers take
+            return self.client.cas_many(
                 [(self._key(gen, "m", i), ACKED, version) for gen, i, version, _ in parsed], self.finished_ttl
             )
-            done = [(gen, i) for (gen, i, _, _), ok in zip(parsed, results, strict=True) if ok is not False]
-            self.client.delete_many([self._key(gen, "c", i) for gen, i in done], noreply=True)
-            self._stat("acked", sum(1 for ok in results if ok))
-        return [receipt for receipt, ok in zip(receipts, results, strict=True) if ok is False]
+        prefix, base, ttl = self.client.key_prefix, self.key_base.encode(), self.finished_ttl
+        # Quiet: only an entry changed since (EX) or gone (NF) answers, named by its opaque.
+        commands = [
+            b"ms %s%s:%s:m:%d 1 C%d T%d q O%d\r\n%s\r\n"
+            % (prefix, base, gen.encode(), i, version, ttl, pos, ACKED)
+            for pos, (gen, i, version, _) in enumerate(parsed)
+        ]
+        _, failed = self.client.meta_quiet([], commands)
+        results: list[bool | None] = [True] * len(parsed)
+        for token, reply in failed.items():
+            results[int(token)] = False if reply.status == b"EX" else None
+        return results
 
     def _still_mine(
         self, parsed: list[tuple[str, int, int, str]], receipts: Sequence[str]

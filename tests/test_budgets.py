@@ -144,3 +144,19 @@ def test_a_refused_start_costs_less_than_an_accepted_one(starters, settings):
     print("refused start:", cost)
     assert cost.result.status_code == 503 and cost.result["Retry-After"]
     assert cost.round_trips <= 4 and cost.queries == 0
+
+
+def test_a_batch_of_a_hundred_is_claimed_in_two_round_trips_and_acknowledged_in_one():
+    from queues.core import Queue
+
+    producer, consumer = Queue("budget"), Queue("budget")
+    for _ in range(5):
+        producer.put_many([b"x" * 2048] * 100)
+    consumer.ack_many([m.receipt for m in consumer.claim_many(100)])  # warm: the queue is busy
+    claim = steady(lambda: consumer.claim_many(100))
+    print("batch claim:", claim)
+    assert len(claim.result) == 100 and claim.round_trips == 2 and claim.queries == 0
+    receipts = [m.receipt for m in consumer.claim_many(100)]
+    ack = steady(lambda: consumer.ack_many(receipts), runs=1)
+    print("batch ack:", ack)
+    assert ack.result == [] and ack.round_trips == 1

@@ -1,0 +1,22 @@
+"""gunicorn's access log without a line per poll (--logger-class webfarm.accesslog.PollsCounted).
+
+A page with progress bars polls every second or two: one line each buries
+everything else on `make run`'s console and fills a farm's logs. Answered
+polls are counted instead (activity.middleware, `requests_polled`), failed
+ones are logged like any other request; activity.polling says what a poll is.
+"""
+
+from typing import Any
+
+from gunicorn.glogging import Logger
+
+from activity.polling import is_poll
+
+
+class PollsCounted(Logger):
+    def access(self, resp: Any, req: Any, environ: dict, request_time: Any) -> None:
+        status = getattr(resp, "status_code", None)
+        answered = isinstance(status, int) and status < 400
+        if answered and is_poll(environ.get("REQUEST_METHOD"), environ.get("PATH_INFO")):
+            return
+        super().access(resp, req, environ, request_time)
