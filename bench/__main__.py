@@ -1,9 +1,22 @@
 """`make bench`: every benchmark, each against a baseline measured in the same run."""
 
-from bench import celery_broker, dashboard, endpoint, farm, memory, polls, publish, queue, shedding
+from bench import (
+    celery_broker,
+    dashboard,
+    endpoint,
+    farm,
+    memory,
+    polls,
+    publish,
+    queue,
+    roundtrips,
+    shedding,
+)
 
 
 def main() -> None:
+    print(roundtrips.report(roundtrips.run()), flush=True)
+    print()
     print(publish.report(publish.run()), flush=True)
     print()
     print(endpoint.report(endpoint.run()), flush=True)

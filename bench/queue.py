@@ -1,7 +1,10 @@
 """The memcached queue beside Redis LPUSH/RPOP (redis-py), same machine, same run.
 
 2 KB messages, one producer then one consumer, in this process. Dequeue on
-our side is claim + ack (a reliable read); Redis's RPOP is a destructive pop.
+our side is claim + ack (a reliable read, every message's MAC checked);
+Redis's RPOP is a destructive pop. For a like-for-like figure the batch
+dequeue is also set beside Redis's own reliable queue (LMOVE into a
+processing list, then LREM as the ack, each a pipeline of the batch).
 """
 
 import os
@@ -40,6 +43,19 @@ def _redis(port: int) -> dict[str, float]:
 
     out["enqueue batch"] = _rate(push_batches)
     out["dequeue batch"] = _rate(lambda: [r.rpop("bench", BATCH) for _ in range(N // BATCH)])
+    push_batches()
+
+    def reliable_batches() -> None:
+        for _ in range(N // BATCH):
+            moves = r.pipeline(transaction=False)
+            for _ in range(BATCH):
+                moves.lmove("bench", "bench-processing", "RIGHT", "LEFT")
+            acks = r.pipeline(transaction=False)
+            for body in moves.execute():
+                acks.lrem("bench-processing", -1, body)
+            acks.execute()
+
+    out["reliable batch"] = _rate(reliable_batches)
     r.close()
     return out
 
@@ -107,6 +123,7 @@ def report(results: tuple[dict[str, float], dict[str, float]]) -> str:
         f"{'':16} {'memcached':>11} {'redis':>11} {'ratio':>7} {'vs 300/s':>9}",
     ]
     redis_1x1 = redis["dequeue 1x1"]
+    ours = {**ours, "reliable batch": ours["dequeue batch"]}  # ours is reliable: the same figure
     for key in ours:
         lines.append(
             f"{key:16} {ours[key]:9.0f}/s {redis[key]:9.0f}/s {ours[key] / redis[key]:7.2f} "
@@ -114,7 +131,8 @@ def report(results: tuple[dict[str, float], dict[str, float]]) -> str:
         )
     lines.append(
         f"batch dequeue vs Redis one-by-one RPOP: {ours['dequeue batch'] / redis_1x1:.1f}x; "
-        f"vs our own one-by-one: {ours['dequeue batch'] / ours['dequeue 1x1']:.1f}x"
+        f"vs our own one-by-one: {ours['dequeue batch'] / ours['dequeue 1x1']:.1f}x; "
+        "reliable batch: ours (claim + ack) beside Redis's LMOVE + LREM"
     )
     return "\n".join(lines)
 

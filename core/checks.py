@@ -50,3 +50,47 @@ def check_environment_names(app_configs: Any = None, **kwargs: Any) -> list[chec
             id="core.W001",
         )
     ]
+
+
+# The meta commands (core.client.MetaBatch) as this code speaks them: stable,
+# with `ms <key> <length>`, since memcached 1.6.10.
+MIN_MEMCACHED = (1, 6, 10)
+
+
+def version_problem(version: str) -> str | None:
+    """Why a memcached of this version cannot serve the farm, or None."""
+    parts = version.split(".")
+    try:
+        numbers = tuple(int(part) for part in parts[:3])
+    except ValueError:
+        return f"its version {version!r} is not one this code knows"
+    if len(numbers) < 3 or numbers < MIN_MEMCACHED:
+        wanted = ".".join(map(str, MIN_MEMCACHED))
+        return f"it is memcached {version}; the farm's meta commands need {wanted} or later"
+    return None
+
+
+@checks.register()
+def check_memcached_version(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Each server that answers is recent enough; one that does not answer
+    yet is not an error here (a process may start before memcached does)."""
+    from pymemcache.client.base import Client
+    from pymemcache.exceptions import MemcacheError
+
+    errors: list[checks.CheckMessage] = []
+    try:
+        servers = parse_servers(get_config()["SERVERS"])
+    except ImproperlyConfigured:
+        return errors  # core.E001 says why
+    for host, port in servers:
+        client = Client((host, port), connect_timeout=0.5, timeout=0.5)
+        try:
+            version = client.version().decode(errors="replace")
+        except (MemcacheError, OSError):
+            continue
+        finally:
+            client.close()
+        problem = version_problem(version)
+        if problem:
+            errors.append(checks.Error(f"memcached at {host}:{port}: {problem}", id="core.E003"))
+    return errors

@@ -11,7 +11,12 @@ from django.core.exceptions import ImproperlyConfigured
 from pymemcache.client.base import Client
 from pymemcache.client.hash import HashClient
 from pymemcache.client.rendezvous import RendezvousHash
-from pymemcache.exceptions import MemcacheServerError, MemcacheUnexpectedCloseError, MemcacheUnknownError
+from pymemcache.exceptions import (
+    MemcacheServerError,
+    MemcacheUnexpectedCloseError,
+    MemcacheUnknownCommandError,
+    MemcacheUnknownError,
+)
 
 from core.conf import get_config
 
@@ -217,6 +222,10 @@ class _MetaReader:
         elif status not in _META_STATUSES:
             if errors and status in (b"SERVER_ERROR", b"CLIENT_ERROR"):
                 return MetaReply(status, b"", tokens)
+            if line == b"ERROR":
+                raise MemcacheUnknownCommandError(
+                    f"memcached at {self.client.server} does not know meta commands: it needs 1.6.10 or later"
+                )
             self.client._raise_errors(line, b"meta")
             raise MemcacheUnknownError(line[:32])
         return MetaReply(status, tokens, value)

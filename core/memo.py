@@ -50,7 +50,10 @@ def get_or_set(
         ask = meta_command(b"mg", client.wire_key(value_key), "v", f"N{lock_for}", f"R{stale_for}")
         reply = client.meta([ask])[0]
         cached = _value(value_key, reply)
-        if b"W" in reply.flags:  # ours to compute: a miss, or a value past its ttl
+        # Ours to compute: a miss or a value past its ttl (memcached said W),
+        # or a value someone else planted (refused): nobody is told W for it.
+        planted = cached is None and reply.status == b"VA" and bool(reply.value)
+        if b"W" in reply.flags or planted:
             value = compute()
             envelope = json.dumps({"v": value, "fresh_until": time.time() + ttl}).encode()
             client.set(value_key, seal(value_key, envelope), expire=ttl + stale_for)

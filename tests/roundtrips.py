@@ -153,14 +153,14 @@ class Cost:
 
     def __str__(self) -> str:
         verbs = " ".join(f"{v}x{n}" for v, n in sorted(self.verbs.items()))
-        trips = " | ".join(_runs(trip) for trip in self.trips)
+        trips = " | ".join(runs(trip) for trip in self.trips)
         return (
             f"{self.round_trips} round trips ({self.connects} connects), "
             f"{self.commands} commands ({verbs}), {self.queries} queries; trips: {trips}"
         )
 
 
-def _runs(verbs: list[str]) -> str:
+def runs(verbs: list[str]) -> str:
     """["mg", "mg", "ms"] -> "mg*2 ms": a batch's trip in a few words."""
     runs: list[list] = []
     for verb in verbs:

@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from progress import services, store
-from tests.roundtrips import counting, steady
+from tests.roundtrips import counting, runs, steady
 
 pytestmark = pytest.mark.django_db
 
@@ -31,6 +31,12 @@ def running_job(alice):
     return job
 
 
+def _said(name: str, cost) -> None:
+    """One line of the round-trip table bench/roundtrips.py prints (run with -s)."""
+    trips = " | ".join(map(runs, cost.trips))
+    print(f"\nbudget|{name}|{cost.round_trips}|{cost.commands}|{cost.queries}|{trips}")
+
+
 def _warm(call) -> None:
     """Once first: a process's first call of anything makes connections and
     registers counters, which no later request pays."""
@@ -43,7 +49,7 @@ def test_a_read_token_poll_is_one_round_trip_and_no_query(running_job):
     url = f"/progress/{running_job.id}/{running_job.read_token}/"
     _warm(lambda: client.get(url))
     cost = steady(lambda: client.get(url))
-    print("token poll:", cost)
+    _said("GET /progress/<job>/<token>/", cost)
     assert cost.result.status_code == 200 and cost.result.json()["percent"] == 12.0
     assert (cost.round_trips, cost.queries) == (1, 0)
 
@@ -52,7 +58,7 @@ def test_a_session_poll_is_two_round_trips_and_no_query(alice_client, running_jo
     url = f"/progress/{running_job.id}/"
     _warm(lambda: alice_client.get(url))
     cost = steady(lambda: alice_client.get(url))
-    print("session poll:", cost)
+    _said("GET /progress/<job>/ (session)", cost)
     assert cost.result.status_code == 200 and cost.result.json()["stage"] == "reading orders"
     assert cost.round_trips <= 2 and cost.queries == 0
 
@@ -82,7 +88,7 @@ def test_a_vote_is_at_most_five_round_trips_and_no_query(poll, settings):
 
     _warm(vote)
     cost = steady(vote)
-    print("vote:", cost)
+    _said("a vote (new anonymous voter)", cost)
     assert cost.result.status_code == 200 and cost.result.json() == {"accepted": True, "via": "queue"}
     assert cost.round_trips <= 5 and cost.queries == 0
 
@@ -130,7 +136,7 @@ def test_an_accepted_start_is_at_most_six_round_trips(starters, settings):
     assert _start(starters[0]).status_code == 202 and _start(starters[1]).status_code == 202  # warm
     fresh = iter(starters[2:])
     cost = steady(lambda: _start(next(fresh)))
-    print("accepted start:", cost)
+    _said("a report start, accepted", cost)
     assert cost.result.status_code == 202
     assert cost.round_trips <= 6
 
@@ -141,7 +147,7 @@ def test_a_refused_start_costs_less_than_an_accepted_one(starters, settings):
     assert _start(starters[2]).status_code == 503  # warm
     fresh = iter(starters[3:])
     cost = steady(lambda: _start(next(fresh)))
-    print("refused start:", cost)
+    _said("a report start, refused (503)", cost)
     assert cost.result.status_code == 503 and cost.result["Retry-After"]
     assert cost.round_trips <= 4 and cost.queries == 0
 
@@ -154,9 +160,9 @@ def test_a_batch_of_a_hundred_is_claimed_in_two_round_trips_and_acknowledged_in_
         producer.put_many([b"x" * 2048] * 100)
     consumer.ack_many([m.receipt for m in consumer.claim_many(100)])  # warm: the queue is busy
     claim = steady(lambda: consumer.claim_many(100))
-    print("batch claim:", claim)
+    _said("queue: claim a batch of 100", claim)
     assert len(claim.result) == 100 and claim.round_trips == 2 and claim.queries == 0
     receipts = [m.receipt for m in consumer.claim_many(100)]
     ack = steady(lambda: consumer.ack_many(receipts), runs=1)
-    print("batch ack:", ack)
+    _said("queue: acknowledge a batch of 100", ack)
     assert ack.result == [] and ack.round_trips == 1

@@ -128,3 +128,17 @@ def test_a_remembered_placement_is_the_one_the_hash_gives():
     single = FarmHash()
     single.add_node(nodes[0])
     assert {single.get_node(key) for key in keys} == {nodes[0]}
+
+
+def test_a_memcached_too_old_for_meta_commands_stops_the_processes_at_start(settings, memcached_server):
+    from django.core import checks
+
+    from core.checks import version_problem
+
+    assert version_problem("1.6.18") is None and version_problem("1.7.0") is None
+    assert "1.6.10 or later" in version_problem("1.6.9") and "1.6.10 or later" in version_problem("1.5.22")
+    assert version_problem("1.6.x-custom")  # not a version this code can vouch for
+    # The servers that answer are asked; one that does not answer yet is no error.
+    dead = f"127.0.0.1:{processes.free_port()}"
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [memcached_server, dead]}
+    assert not [m for m in checks.run_checks() if m.id == "core.E003"]

@@ -65,3 +65,11 @@ def test_a_miss_and_a_hit_cost_two_round_trips_and_one(settings):
 def test_without_memcached_it_just_computes(settings):
     settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [f"127.0.0.1:{free_port()}"]}
     assert get_or_set("k", lambda: 7, ttl=60) == 7
+
+
+def test_a_planted_value_is_replaced_at_once_not_waited_on():
+    get_client().set("memo:k", b"\x80\x04planted")  # a pickle, or anything not sealed by this farm
+    started = time.monotonic()
+    assert get_or_set("k", lambda: "computed", ttl=60) == "computed"
+    assert time.monotonic() - started < 1  # no wait for a refresher nobody elected
+    assert get_or_set("k", lambda: "again", ttl=60) == "computed"  # and it healed

@@ -223,6 +223,10 @@ CELERY_WORKER_CONCURRENCY = env_int("CELERY_WORKER_CONCURRENCY", 2)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Periodic work: run one beat (`celery -A webfarm beat`, or the worker's -B).
 ACTIVITY_LOG_FILE = env_str("ACTIVITY_LOG_FILE", str(BASE_DIR / "var" / "activity.log"))
+ACTIVITY = {
+    # Answered polls are counted, not logged; this fraction is logged all the same.
+    "POLL_SAMPLE": env_float("ACTIVITY_POLL_SAMPLE", 0.0),
+}
 
 REAP_EVERY = env_float("REAP_EVERY", 5.0)
 CELERY_BEAT_SCHEDULE = {
