@@ -1,7 +1,8 @@
 """Logs each request's activity (who, what, status, duration) to the site log.
 
 Answered polls are counted (`requests_polled{area,status}`), not logged,
-unless sampled (ACTIVITY["POLL_SAMPLE"]). Logging reads only what the view
+unless sampled (ACTIVITY["POLL_SAMPLE"]). A response the view logged as what
+it is (a refusal, core.responses.mark_logged) is not logged twice. Logging reads only what the view
 already loaded: a request whose view never looked at request.user is logged
 without a user rather than made to load the session and the user for the log.
 """
@@ -18,6 +19,7 @@ from activity.conf import get_config
 from activity.polling import area, is_poll
 from core.counters import count_soon
 from core.paths import loggable_path
+from core.responses import was_logged
 
 logger = logging.getLogger("activity")
 
@@ -38,6 +40,8 @@ class ActivityLogMiddleware:
         start = time.perf_counter()
         response = self.get_response(request)
         status = response.status_code
+        if was_logged(response):
+            return response  # logged by the view as what it is (a refusal, with its reason)
         if status < 400 and is_poll(request.method, request.path):
             count_soon("requests_polled", area=area(request.path), status=str(status))
             sample = get_config()["POLL_SAMPLE"]

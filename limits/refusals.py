@@ -1,11 +1,14 @@
 """Saying no: the counter, the activity-log line, and the 503 itself."""
 
 import logging
+import threading
+import time
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from core.client import client_epoch
 from core.counters import count_soon
 from core.http import json_error, wants_json
 from core.paths import loggable_path
@@ -14,8 +17,25 @@ from core.responses import mark_logged
 activity = logging.getLogger("activity")
 
 
+# A flood of refusals is logged as a line a second per reason, which says how
+# many it stands for; the counter (refused{reason}) counts every one.
+LOG_EVERY = 1.0
+_lock = threading.Lock()
+# (client epoch, reason) -> (last line at, refusals since): per memcached setting, as the counter.
+_logged: dict[tuple[int, str], tuple[float, int]] = {}
+
+
 def note_refusal(request: HttpRequest, reason: str, message: str, retry_after: int) -> None:
     count_soon("refused", reason=reason)
+    now, key = time.monotonic(), (client_epoch(), reason)
+    with _lock:
+        last, since = _logged.get(key, (-LOG_EVERY, 0))
+        if now - last < LOG_EVERY:
+            _logged[key] = (last, since + 1)
+            return
+        if len(_logged) > 1000:
+            _logged.clear()
+        _logged[key] = (now, 0)
     user = request.user.get_username() if request.user.is_authenticated else None
     activity.warning(
         "refused (%s): %s",
@@ -25,8 +45,12 @@ def note_refusal(request: HttpRequest, reason: str, message: str, retry_after: i
             "event": "refused",
             "reason": reason,
             "user": user,
+            "method": request.method,
             "path": loggable_path(request),
+            "status": 503,
             "retry_after": retry_after,
+            # Refusals of this reason in this process since the last line, not logged one by one.
+            "also_refused": since,
         },
     )
 

@@ -18,7 +18,9 @@ A view starts one for the signed-in user (limits and counters applied):
     job = import_customers.start(user=request.user, params={...})
 
 and may catch StartRefused (limits.refusals renders it), ProgressUnavailable
-and BrokerUnavailable. The progress app's task runs it on a worker: running,
+and BrokerUnavailable. A view that reads a form first may refuse before it,
+cheaper than anything else it does (look_at_limits(), then
+start_job(..., looked=...), which does not look again). The progress app's task runs it on a worker: running,
 heartbeat, cancel, time limit, final state, one run again if its worker dies
 (retry_on_lost=True). In a template: `{% load progress %}{% progress_assets %}`
 in the head and `{% progress_bar job record %}` where the bar goes.
@@ -35,7 +37,16 @@ from progress.jobtypes import (
     job_type,
     register,
 )
-from progress.launch import BrokerUnavailable, StartRefused, reap_lost_jobs, run_job, start_job
+from progress.launch import (
+    BrokerUnavailable,
+    Looked,
+    StartRefused,
+    look_at_limits,
+    reap_lost_jobs,
+    refused_in_flood,
+    run_job,
+    start_job,
+)
 from progress.models import Job
 from progress.outcome import JobResult
 from progress.reporter import ProgressReporter
@@ -53,6 +64,7 @@ __all__ = [
     "JobNotRunnable",
     "JobResult",
     "JobType",
+    "Looked",
     "ProgressReporter",
     "ProgressUnavailable",
     "SlotLimits",
@@ -67,8 +79,10 @@ __all__ = [
     "job_record",
     "job_rows",
     "job_type",
+    "look_at_limits",
     "reap_lost_jobs",
     "record_from_job",
+    "refused_in_flood",
     "register",
     "run_job",
     "start_job",

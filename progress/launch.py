@@ -11,8 +11,10 @@ import contextlib
 import logging
 import math
 import time
+from dataclasses import dataclass
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import F
@@ -20,6 +22,7 @@ from django.template.defaultfilters import pluralize
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
+from core.client import client_epoch
 from core.slots import Lease, LimitReached, SlotsTaken, SlotsUnavailable, Taking, full_scope, look
 from progress import services, store
 from progress.conf import get_config
@@ -57,9 +60,78 @@ class StartRefused(Exception):
         self.message, self.reason, self.retry_after = message, reason, retry_after
 
 
-def start_job(*, user: AbstractBaseUser, job_type: JobType, params: dict[str, Any]) -> Job:
+@dataclass(frozen=True)
+class Looked:
+    """Where a start's limits stood when look_at_limits() looked: room in each."""
+
+    scopes: list[tuple[str, int]]
+    held: dict[str, dict[str, str]]
+
+
+# A limit refused twice within this many seconds in one process is a flood:
+# until that long after its last look, it is refused without asking memcached.
+FLOOD_WINDOW = 0.25
+# (client epoch, scope) -> (looked at, refusal, flooding): what one memcached said.
+_refused_at: dict[tuple[int, str], tuple[float, LimitReached, bool]] = {}
+
+
+def refused_in_flood(*, user_id: object, job_type: JobType) -> StartRefused | None:
+    """The refusal a flood of starts already earned (look_at_limits' memory
+    of a full limit), for a signed-in session whose user is not read yet: in
+    a flood a refusal then costs the session's round trip alone. None when
+    there is no flood: the caller goes on the usual way (read the user, look)."""
+    stand_in = get_user_model()(pk=user_id)  # unsaved: only its id is read
+    limits = job_type.limits(stand_in)
+    now, epoch = time.monotonic(), client_epoch()
+    for scope in (f"{limits.group}-user:{user_id}", f"{limits.group}-kind:{job_type.name}"):
+        known = _refused_at.get((epoch, scope))
+        if known is not None and known[2] and now - known[0] < FLOOD_WINDOW:
+            return _refused(stand_in, job_type, known[1])
+    return None
+
+
+def look_at_limits(*, user: AbstractBaseUser, job_type: JobType) -> Looked:
+    """Refuse a start over a limit before anything else is done for it (the
+    form need not even be read): one memcached round trip, no query, nothing
+    written; under a flood of starts against a full limit, not even that
+    (FLOOD_WINDOW: a slot freed meanwhile is taken that much later at most,
+    and Retry-After is a second or more). Raises StartRefused or
+    ProgressUnavailable; pass what it returns to start_job(), which then
+    does not look again."""
+    limits = job_type.limits(user)
+    scopes = [
+        (f"{limits.group}-user:{user.pk}", limits.per_user),
+        (f"{limits.group}-kind:{job_type.name}", limits.per_kind),
+    ]
+    now, epoch = time.monotonic(), client_epoch()
+    for scope, _ in scopes:
+        known = _refused_at.get((epoch, scope))
+        if known is not None and known[2] and now - known[0] < FLOOD_WINDOW:
+            raise _refused(user, job_type, known[1])
+    try:
+        held = look(scopes)
+    except SlotsUnavailable as exc:
+        raise ProgressUnavailable(str(exc)) from exc
+    refusal = full_scope(scopes, held)
+    if refusal is None:
+        for scope, _ in scopes:
+            _refused_at.pop((epoch, scope), None)
+        return Looked(scopes, held)
+    # Jobs hold slots for seconds or minutes: a full limit is not looked at
+    # again a millisecond later.
+    known = _refused_at.get((epoch, refusal.scope))
+    if len(_refused_at) > 10_000:
+        _refused_at.clear()
+    _refused_at[(epoch, refusal.scope)] = (now, refusal, known is not None and now - known[0] < FLOOD_WINDOW)
+    raise _refused(user, job_type, refusal)
+
+
+def start_job(
+    *, user: AbstractBaseUser, job_type: JobType, params: dict[str, Any], looked: Looked | None = None
+) -> Job:
     """Take the job's limit slots, record it as queued in memcached and the
-    database (counted), then send its task.
+    database (counted), then send its task. `looked`: what look_at_limits()
+    saw a moment ago, so the limits are not looked at twice.
 
     Raises StartRefused (over a limit), ProgressUnavailable (nothing recorded)
     or BrokerUnavailable (the job is recorded as failed with the reason).
@@ -70,23 +142,13 @@ def start_job(*, user: AbstractBaseUser, job_type: JobType, params: dict[str, An
         raise ValueError(f"job type {job_type.name!r} is not registered: a worker could not run it")
     job_id = new_job_id()
     config = get_config()
-    limits = job_type.limits(user)
-    scopes = [
-        (f"{limits.group}-user:{user.pk}", limits.per_user),
-        (f"{limits.group}-kind:{job_type.name}", limits.per_kind),
-    ]
     lease = Lease(holder=job_id, ttl=config["QUEUED_LEASE"])
     for attempt in range(config["START_ATTEMPTS"]):
-        # Look first: a full scope refuses with nothing written and no query.
-        # Jobs hold slots for seconds or minutes, so a full one is not retried.
-        try:
-            held = look(scopes)
-        except SlotsUnavailable as exc:
-            raise ProgressUnavailable(str(exc)) from exc
-        refusal = full_scope(scopes, held)
-        if refusal is not None:
-            raise _refused(user, job_type, refusal)
-        taking = Taking(scopes, held, lease)
+        # The first look may be the caller's; a lost race looks again.
+        looked = (
+            looked if attempt == 0 and looked is not None else look_at_limits(user=user, job_type=job_type)
+        )
+        taking = Taking(looked.scopes, looked.held, lease)
         try:
             # The slots are taken with the record, in one round trip.
             job = services.create_job(
@@ -106,9 +168,8 @@ def start_job(*, user: AbstractBaseUser, job_type: JobType, params: dict[str, An
             raise
         _send(job, job_type, slots=lease.keys)
         return job
-    raise _refused(
-        user, job_type, LimitReached(scopes[-1][0], scopes[-1][1], list(held[scopes[-1][0]].values()))
-    )
+    scope, limit = looked.scopes[-1]
+    raise _refused(user, job_type, LimitReached(scope, limit, list(looked.held[scope].values())))
 
 
 def _send(job: Job, job_type: JobType, *, slots: list[str]) -> None:

@@ -1,4 +1,8 @@
+from collections.abc import Callable
+from functools import wraps
+
 from django import forms
+from django.contrib.auth import SESSION_KEY
 from django.contrib.auth.decorators import login_required
 from django.http import (
     Http404,
@@ -23,12 +27,15 @@ from limits.refusals import note_refusal, refusal_response
 from progress.api import (
     FINAL_STATES,
     BrokerUnavailable,
+    Looked,
     ProgressUnavailable,
     StartRefused,
     get_job_type,
     job_record,
     job_rows,
+    look_at_limits,
     record_from_job,
+    refused_in_flood,
     start_job,
 )
 from reports import results, selectors
@@ -60,7 +67,27 @@ def index(request: HttpRequest) -> HttpResponse:
     )
 
 
+def _shed_floods(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """In a flood of starts against a full limit, refuse a signed-in session
+    before its user is read (a load shedder's place is in front of the
+    expensive part): one memcached round trip. A session whose user was
+    deactivated a moment ago is told the report type is busy rather than
+    sent to log in; its next request that gets past this is logged out."""
+
+    @wraps(view)
+    def shed(request: HttpRequest, kind: str) -> HttpResponse:
+        user_id = request.session.get(SESSION_KEY) if request.method == "POST" else None
+        report = get_report(kind) if user_id is not None else None
+        refusal = refused_in_flood(user_id=user_id, job_type=report) if report is not None else None
+        if refusal is not None:
+            return _refused(request, report, None, refusal)
+        return view(request, kind)
+
+    return shed
+
+
 @require_http_methods(["GET", "HEAD", "POST"])
+@_shed_floods
 @login_required
 def start(request: HttpRequest, kind: str) -> HttpResponse:
     report = get_report(kind)
@@ -71,26 +98,46 @@ def start(request: HttpRequest, kind: str) -> HttpResponse:
         form = report.form_class(initial={"date_from": first, "date_to": last})
         return render(request, "reports/start.html", {"report": report, "form": form})
 
+    # Over a limit is refused before the form is even read: a refusal must
+    # cost less than anything the farm serves (docs/operations.md).
+    try:
+        looked = look_at_limits(user=request.user, job_type=report)
+    except StartRefused as refusal:
+        return _refused(request, report, None, refusal)
+    except ProgressUnavailable:
+        return _unavailable(request, "The progress store is unavailable, so the job was not started.")
     form = report.form_class(request.POST)
     if not form.is_valid():
         if wants_json(request):
             return JsonResponse({"error": "Invalid parameters.", "fields": form.errors}, status=400)
         return render(request, "reports/start.html", {"report": report, "form": form}, status=400)
-    return _start(request, report, form)
+    return _start(request, report, form, looked)
 
 
-def _start(request: HttpRequest, report: Report, form: forms.Form) -> HttpResponse:
+def _refused(
+    request: HttpRequest, report: Report, form: forms.Form | None, refusal: StartRefused
+) -> HttpResponse:
+    note_refusal(request, refusal.reason, refusal.message, refusal.retry_after)
+    # Browsers get the form again, filled in, saying why and when to try again;
+    # fetch() callers get JSON, and no form is made for them.
+    if form is None and not wants_json(request):
+        form = report.form_class(request.POST)
+    context = {"report": report, "form": form, "refusal": refusal}
+    return refusal_response(
+        request, refusal.message, refusal.retry_after, template="reports/start.html", context=context
+    )
+
+
+def _start(
+    request: HttpRequest, report: Report, form: forms.Form, looked: Looked | None = None
+) -> HttpResponse:
     """Start a job of `report` from a valid form: 202 with its URLs (JSON) or
     a redirect to its page; the form again with why, if it cannot start."""
     try:
-        job = start_job(user=request.user, job_type=report, params=report.params_from_form(form.cleaned_data))
+        params = report.params_from_form(form.cleaned_data)
+        job = start_job(user=request.user, job_type=report, params=params, looked=looked)
     except StartRefused as refusal:
-        note_refusal(request, refusal.reason, refusal.message, refusal.retry_after)
-        # Browsers get the form again, filled in, saying why and when to try again.
-        context = {"report": report, "form": form, "refusal": refusal}
-        return refusal_response(
-            request, refusal.message, refusal.retry_after, template="reports/start.html", context=context
-        )
+        return _refused(request, report, form, refusal)
     except ProgressUnavailable:
         return _unavailable(request, "The progress store is unavailable, so the job was not started.")
     except BrokerUnavailable as exc:

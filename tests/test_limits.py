@@ -1,5 +1,7 @@
 """Farm-wide limits in memcached: slots, leases, refusals, and the views that use them."""
 
+import time
+
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
@@ -65,9 +67,21 @@ def test_renewing_keeps_the_slot_and_takes_it_back_after_memcached_lost_it():
 
 def test_release_only_frees_what_is_still_ours():
     lease = acquire([("mine", 1)], "me", ttl=60)
-    slots._client(lease.keys[0]).set(lease.keys[0], b"someone-else")  # ours expired, and was retaken
+    lease.ours_until[lease.keys[0]] = 0.0  # held past half its lease: it may have run out...
+    slots._client(lease.keys[0]).set(lease.keys[0], b"someone-else")  # ...and been retaken
     lease.release()
     assert slots.holders("mine", 1) == ["someone-else"]
+
+
+@pytest.mark.django_db
+def test_a_young_slot_is_released_without_waiting_for_an_answer(settings):
+    from tests.roundtrips import counting, measure
+
+    with counting(settings):
+        lease = acquire([("young", 1)], "me", ttl=60)
+        released = measure(lease.release)
+    assert released.round_trips == 0 and released.verbs == {"delete": 1}
+    assert slots.holders("young", 1) == []
 
 
 def test_transfer_hands_slots_over_without_a_gap():
@@ -178,7 +192,12 @@ def test_slots_come_back_when_jobs_end_however_they_end(alice):
     assert slots.holders("reports-kind:sales-by-region", 3) == []
 
 
-def test_refused_starts_answer_503_json_or_the_form_again_and_are_counted_and_logged(alice, caplog):
+def test_refused_starts_answer_503_json_or_the_form_again_and_are_counted_and_logged(
+    alice, caplog, monkeypatch
+):
+    from limits import refusals
+
+    monkeypatch.setattr(refusals, "LOG_EVERY", 0.5)
     client = Client()
     client.force_login(alice)
     for _ in range(2):
@@ -192,10 +211,16 @@ def test_refused_starts_answer_503_json_or_the_form_again_and_are_counted_and_lo
     assert (
         "You already have 2 reports" in html and 'data-retry-after="' in html and 'value="2024-01-01"' in html
     )
+    # A flood is logged as a line a second per reason, saying how many it stands for.
+    time.sleep(0.5)
+    assert client.post("/reports/return-rates/", RETURN_RATES, **JSON).status_code == 503
     refused = [r for r in caplog.records if r.name == "activity" and getattr(r, "event", "") == "refused"]
-    assert len(refused) == 2 and refused[0].reason == "reports-user"
+    assert [(r.reason, r.status, r.also_refused) for r in refused] == [
+        ("reports-user", 503, 0),
+        ("reports-user", 503, 1),
+    ]
     counters.flush_soon()  # refusals are tallied in the process, sent once a second
-    assert int(get_client().get("c:refused|reason=reports-user")) == 2
+    assert int(get_client().get("c:refused|reason=reports-user")) == 3
 
 
 def test_with_memcached_down_a_start_is_refused_clearly(alice, settings):
@@ -248,3 +273,31 @@ def test_a_download_closed_before_its_first_chunk_frees_its_slot(alice, settings
     assert client.get(f"/jobs/{job.id}/files/gone.csv").status_code == 503  # held while open
     first.close()  # not one chunk read
     assert client.get(f"/jobs/{job.id}/files/gone.csv").status_code == 200
+
+
+def test_a_flood_of_refusals_stops_asking_memcached_and_a_freed_slot_is_taken_soon(alice, settings):
+    from progress.launch import FLOOD_WINDOW
+    from tests.roundtrips import counting, measure
+
+    report = get_report("sales-by-region")
+    first = start_job(user=alice, job_type=report, params=_params())
+    start_job(user=alice, job_type=report, params=_params())
+    client = Client()
+    client.force_login(alice)
+    client.cookies["csrftoken"] = "c" * 32
+
+    def start():
+        return client.post("/reports/return-rates/", RETURN_RATES, **JSON, HTTP_X_CSRFTOKEN="c" * 32)
+
+    with counting(settings):
+        looked = [measure(start) for _ in range(2)]  # the second refusal within the window: a flood
+        flooded = measure(start)
+        page = client.post("/reports/return-rates/", RETURN_RATES, HTTP_X_CSRFTOKEN="c" * 32)
+    assert {c.result.status_code for c in [*looked, flooded]} == {503}
+    # The session, the user and the look; in the flood the session alone (the user is not read).
+    assert looked[1].round_trips == 3 and flooded.round_trips == 1 and flooded.queries == 0
+    assert "You already have 2 reports" in flooded.result.json()["error"]
+    assert page.status_code == 503 and b'value="2024-01-01"' in page.content  # browsers: the form again
+    progress_services.cancel_job(job=first)  # a slot comes free
+    accepted = wait_for(lambda: start().status_code == 202, timeout=FLOOD_WINDOW + 2, what="the freed slot")
+    assert accepted
