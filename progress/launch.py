@@ -28,7 +28,7 @@ from progress import services, store
 from progress.conf import get_config
 from progress.exceptions import JobNotRunnable, ProgressUnavailable
 from progress.ids import new_job_id
-from progress.jobtypes import JobType, get_job_type
+from progress.jobtypes import JobType, SlotLimits, get_job_type
 from progress.models import Job
 from progress.reaper import reap, reap_queued
 from progress.records import JobRecord
@@ -68,8 +68,10 @@ class Looked:
     held: dict[str, dict[str, str]]
 
 
-# A limit refused twice within this many seconds in one process is a flood:
-# until that long after its last look, it is refused without asking memcached.
+# A job type's limit refused twice within this many seconds in one process is
+# a flood: until that long after its last look, it is refused without asking
+# memcached. (Only the type's: a user's own limit is looked at every time, so
+# whoever cancels a job and starts another at once is never refused by memory.)
 FLOOD_WINDOW = 0.25
 # (client epoch, scope) -> (looked at, refusal, flooding): what one memcached said.
 _refused_at: dict[tuple[int, str], tuple[float, LimitReached, bool]] = {}
@@ -81,13 +83,14 @@ def refused_in_flood(*, user_id: object, job_type: JobType) -> StartRefused | No
     a flood a refusal then costs the session's round trip alone. None when
     there is no flood: the caller goes on the usual way (read the user, look)."""
     stand_in = get_user_model()(pk=user_id)  # unsaved: only its id is read
-    limits = job_type.limits(stand_in)
-    now, epoch = time.monotonic(), client_epoch()
-    for scope in (f"{limits.group}-user:{user_id}", f"{limits.group}-kind:{job_type.name}"):
-        known = _refused_at.get((epoch, scope))
-        if known is not None and known[2] and now - known[0] < FLOOD_WINDOW:
-            return _refused(stand_in, job_type, known[1])
+    known = _refused_at.get((client_epoch(), _kind_scope(job_type, job_type.limits(stand_in))))
+    if known is not None and known[2] and time.monotonic() - known[0] < FLOOD_WINDOW:
+        return _refused(stand_in, job_type, known[1])
     return None
+
+
+def _kind_scope(job_type: JobType, limits: SlotLimits) -> str:
+    return f"{limits.group}-kind:{job_type.name}"
 
 
 def look_at_limits(*, user: AbstractBaseUser, job_type: JobType) -> Looked:
@@ -99,30 +102,27 @@ def look_at_limits(*, user: AbstractBaseUser, job_type: JobType) -> Looked:
     ProgressUnavailable; pass what it returns to start_job(), which then
     does not look again."""
     limits = job_type.limits(user)
-    scopes = [
-        (f"{limits.group}-user:{user.pk}", limits.per_user),
-        (f"{limits.group}-kind:{job_type.name}", limits.per_kind),
-    ]
+    kind = _kind_scope(job_type, limits)
+    scopes = [(f"{limits.group}-user:{user.pk}", limits.per_user), (kind, limits.per_kind)]
     now, epoch = time.monotonic(), client_epoch()
-    for scope, _ in scopes:
-        known = _refused_at.get((epoch, scope))
-        if known is not None and known[2] and now - known[0] < FLOOD_WINDOW:
-            raise _refused(user, job_type, known[1])
+    known = _refused_at.get((epoch, kind))
+    if known is not None and known[2] and now - known[0] < FLOOD_WINDOW:
+        raise _refused(user, job_type, known[1])
     try:
         held = look(scopes)
     except SlotsUnavailable as exc:
         raise ProgressUnavailable(str(exc)) from exc
     refusal = full_scope(scopes, held)
     if refusal is None:
-        for scope, _ in scopes:
-            _refused_at.pop((epoch, scope), None)
+        _refused_at.pop((epoch, kind), None)
         return Looked(scopes, held)
-    # Jobs hold slots for seconds or minutes: a full limit is not looked at
-    # again a millisecond later.
-    known = _refused_at.get((epoch, refusal.scope))
-    if len(_refused_at) > 10_000:
-        _refused_at.clear()
-    _refused_at[(epoch, refusal.scope)] = (now, refusal, known is not None and now - known[0] < FLOOD_WINDOW)
+    if refusal.scope == kind:
+        # Jobs hold slots for seconds or minutes: a full limit is not looked
+        # at again a millisecond later.
+        if len(_refused_at) > 10_000:
+            _refused_at.clear()
+        flooding = known is not None and now - known[0] < FLOOD_WINDOW
+        _refused_at[(epoch, kind)] = (now, refusal, flooding)
     raise _refused(user, job_type, refusal)
 
 
