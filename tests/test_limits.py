@@ -80,7 +80,7 @@ def test_a_young_slot_is_released_without_waiting_for_an_answer(settings):
     with counting(settings):
         lease = acquire([("young", 1)], "me", ttl=60)
         released = measure(lease.release)
-    assert released.round_trips == 0 and released.verbs == {"delete": 1}
+    assert released.round_trips - released.connects == 0 and released.verbs == {"delete": 1}
     assert slots.holders("young", 1) == []
 
 
@@ -299,7 +299,9 @@ def test_a_flood_of_refusals_stops_asking_memcached_and_a_freed_slot_is_taken_so
         page = client.post("/reports/return-rates/", RETURN_RATES, HTTP_X_CSRFTOKEN="c" * 32)
     assert {c.result.status_code for c in [*looked, flooded]} == {503}
     # The session, the user and the look; in the flood the session alone (the user is not read).
-    assert looked[1].round_trips == 3 and flooded.round_trips == 1 and flooded.queries == 0
+    # (A connect is the pool growing while a background thread holds a connection: not the request's.)
+    assert looked[1].round_trips - looked[1].connects == 3
+    assert flooded.round_trips - flooded.connects == 1 and flooded.queries == 0
     assert "already being run 3 times" in flooded.result.json()["error"]
     assert page.status_code == 503 and b'value="2024-01-01"' in page.content  # browsers: the form again
     progress_services.cancel_job(job=held[0])  # a slot comes free

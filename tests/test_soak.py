@@ -164,10 +164,18 @@ def new_keys_by_family(address: str, keys_before: set[str]) -> dict[str, object]
         family = family_of(key)
         left.setdefault(family.name if family else "unknown", []).append((key, item.ttl(now)))
     with keyspace.raw_client(address, NAMESPACE) as client:
-        return {
+        found: dict[str, object] = {
             name: (len(keys), [(k, ttl, (client.get(k) or b"")[:48]) for k, ttl in sorted(keys)[:6]])
             for name, keys in left.items()
         }
+        # Where each queue's floor, head and tail stand: a floor that stopped is what keeps entries.
+        for item in keyspace.items(address, f"{NAMESPACE}:"):
+            base = item.key.removeprefix(f"{NAMESPACE}:")
+            if base.endswith(":gen"):
+                gen = (client.get(base) or b"").decode(errors="replace")
+                counters = [client.get(f"{base[:-4]}:{gen}:{c}") for c in ("floor", "head", "tail")]
+                found[f"counters {base[:-4]}"] = [c.decode() if c else None for c in counters]
+        return found
 
 
 def soak_farm(workdir: Path, started: list[processes.Process]) -> tuple[str, dict, str]:
