@@ -22,12 +22,15 @@ class Recovery(QueueBase):
         finished prefix and delete the acked entries it passed."""
         self._last_recover = time.monotonic()
         gen = self._generation()
-        floor_key, head_key, scan_key = (self._key(gen, k) for k in ("floor", "head", "scan"))
-        found = self.client.get_many([floor_key, head_key, scan_key])
+        keys = [self._key(gen, k) for k in ("floor", "head", "scan", "tail")]
+        floor_key, head_key, scan_key, tail_key = keys
+        found = self.client.get_many(keys)
         if head_key not in found:
             return []
         floor, head = number(found.get(floor_key), 1), number(found[head_key], 0)
-        if floor is None or head is None:
+        # An index past the tail has no producer yet: never a hole (see _deliver).
+        tail = number(found.get(tail_key), 0)
+        if floor is None or head is None or tail is None:
             self._counters_lost(gen)
             return []
         horizon = self._horizon(scan_key, found.get(scan_key), head)
@@ -40,7 +43,7 @@ class Recovery(QueueBase):
             batch = range(start, min(start + SCAN_BATCH, head + 1))
             keys = [self._key(gen, "m", i) for i in batch] + [self._key(gen, "c", i) for i in batch]
             values = self.client.get_many(keys)
-            unclaimed = []
+            abandoned, empty = [], []
             for i in batch:
                 entry = values.get(self._key(gen, "m", i))
                 if prefix_open and entries.is_finished(entry):
@@ -49,12 +52,18 @@ class Recovery(QueueBase):
                         passed.append(i)
                 else:
                     prefix_open = False
-                claimed = self._key(gen, "c", i) in values
-                abandoned = entry is None or (not entries.is_finished(entry) and not claimed)
-                if abandoned and i <= horizon:
-                    unclaimed.append(i)
-            if unclaimed:
-                messages += self._deliver(gen, unclaimed[: limit - len(messages)], recovering=True)
+                if i > horizon:
+                    continue
+                if entry is None:
+                    empty.append(i)
+                elif not entries.is_finished(entry) and self._key(gen, "c", i) not in values:
+                    abandoned.append(i)
+            # Every empty index, not only `limit` of them: holes marked one a
+            # scan can expire as fast as they are marked, and the floor never
+            # passes a long run of them.
+            self._mark_holes(gen, [i for i in empty if i <= tail])
+            if abandoned:
+                messages += self._deliver(gen, abandoned[: limit - len(messages)], recovering=True)
             start = batch.stop
         if done_until > floor:
             self.client.set(floor_key, str(done_until).encode(), noreply=False)

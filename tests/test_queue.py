@@ -390,3 +390,23 @@ def test_holes_expire_and_a_late_producer_still_loses_its_race(
     gen = consumer._generation()
     hole_index = int(holes[0].key.rsplit(":", 1)[1])
     assert not client.add(f"q:holey:{gen}:m:{hole_index}", b"late", noreply=False)
+
+
+def test_one_recovery_scan_marks_a_whole_run_of_abandoned_indexes(fast):
+    """Producers that took indexes and died, taken by a consumer that died
+    too: one scan marks every empty index a hole, not one per scan, or holes
+    expiring as fast as they are marked would hold the floor forever."""
+    gone = Queue("run")
+    gen = gone._generation()
+    gone.client.incr(gone._key(gen, "tail"), 10)  # ten producers took an index and vanished
+    assert gone.claim_many(10) == []  # a consumer took them all, found nothing, vanished
+    gone.put(b"after the run")
+    consumer = Queue("run")
+    got = consumer.claim_many(1)
+    assert [m.body for m in got] == [b"after the run"]
+    consumer.ack_many([m.receipt for m in got])
+    # Each claim of one may scan; the first scan past the horizon marks them all.
+    wait_for(lambda: consumer.claim_many(1) == [] and consumer.stats()["holes"] > 0, timeout=5, what="holes")
+    assert consumer.stats()["holes"] == 10
+    past = lambda: consumer.claim_many(1) == [] and consumer.stats()["floor"] == 12  # noqa: E731
+    wait_for(past, timeout=5, what="the floor past the run")
