@@ -44,31 +44,56 @@ def get_or_set(
     lock_for: int = 60,
 ) -> Any:
     stale_for = ttl if stale_for is None else stale_for
-    value_key = f"memo:{key}"
     try:
-        client = server_client(value_key)
-        ask = meta_command(b"mg", client.wire_key(value_key), "v", f"N{lock_for}", f"R{stale_for}")
-        reply = client.meta([ask])[0]
-        cached = _value(value_key, reply)
-        # Ours to compute: a miss or a value past its ttl (memcached said W),
-        # or a value someone else planted (refused): nobody is told W for it.
-        planted = cached is None and reply.status == b"VA" and bool(reply.value)
-        if b"W" in reply.flags or planted:
-            value = compute()
-            envelope = json.dumps({"v": value, "fresh_until": time.time() + ttl}).encode()
-            client.set(value_key, seal(value_key, envelope), expire=ttl + stale_for)
-            return value
-        if cached is not None:
-            return cached[0]  # fresh, or someone is refreshing it: the stale value will do
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            time.sleep(POLL)
-            cached = _read(client, value_key)
-            if cached is not None:
-                return cached[0]
-        logger.warning("get_or_set(%s): gave up waiting for another process; computing", key)
+        client = server_client(memo_key(key))
+        asked = meta_command(b"mg", client.wire_key(memo_key(key)), *ask_flags(stale_for, lock_for))
+        reply = client.meta([asked])[0]
+        return settle(key, reply, compute, ttl, stale_for=stale_for, wait=wait)
     except (MemcacheError, OSError) as exc:
         logger.warning("get_or_set(%s) without memcached: %s", key, exc)
+    return compute()
+
+
+def ask_flags(stale_for: int, lock_for: int = 60) -> tuple[str, ...]:
+    """The flags of get_or_set's one `mg`, for a caller that sends it in a
+    batch of its own and passes the answer to settle():
+
+        asked = batch.add(b"mg", memo_key(key), *ask_flags(ttl))
+        value = settle(key, batch.run()[asked], compute, ttl, stale_for=ttl)
+    """
+    return ("v", f"N{lock_for}", f"R{stale_for}")
+
+
+def memo_key(key: str) -> str:
+    return f"memo:{key}"
+
+
+def settle(
+    key: str, reply: MetaReply, compute: Callable[[], Any], ttl: int, *, stale_for: int, wait: float = 5.0
+) -> Any:
+    """get_or_set's value from the answer to its `mg`: computed and stored
+    when memcached elected this caller, else the value, else (another
+    caller computing it) waited for."""
+    value_key = memo_key(key)
+    client = server_client(value_key)
+    cached = _value(value_key, reply)
+    # Ours to compute: a miss or a value past its ttl (memcached said W),
+    # or a value someone else planted (refused): nobody is told W for it.
+    planted = cached is None and reply.status == b"VA" and bool(reply.value)
+    if b"W" in reply.flags or planted:
+        value = compute()
+        envelope = json.dumps({"v": value, "fresh_until": time.time() + ttl}).encode()
+        client.set(value_key, seal(value_key, envelope), expire=ttl + stale_for)
+        return value
+    if cached is not None:
+        return cached[0]  # fresh, or someone is refreshing it: the stale value will do
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        time.sleep(POLL)
+        cached = _read(client, value_key)
+        if cached is not None:
+            return cached[0]
+    logger.warning("get_or_set(%s): gave up waiting for another process; computing", key)
     return compute()
 
 

@@ -2,11 +2,17 @@ from typing import Any
 
 from polls.models import Poll
 from polls.services import live_totals
-from polls.snapshot import PollInfo, poll_info
+from polls.snapshot import PollInfo, poll_info, remembered
 
 
 def poll_or_none(poll_id: int) -> PollInfo | None:
     return poll_info(poll_id)
+
+
+def poll_for_vote(poll_id: int) -> PollInfo | None:
+    """The poll without a round trip when this process read it before (the
+    vote's checks read it again: polls/services.py)."""
+    return remembered(poll_id)
 
 
 def recent_polls(limit: int = 50) -> list[Poll]:

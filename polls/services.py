@@ -26,7 +26,7 @@ import secrets
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,10 +34,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import Count
 from pymemcache.exceptions import MemcacheError
 
-from core.client import MetaBatch, get_client
+from core.client import MetaBatch, MetaReply, get_client
 from core.counters import count, count_soon
 from core.leases import Busy, lease
-from core.memo import get_or_set
+from core.memo import ask_flags, get_or_set
+from polls import snapshot
 from polls.conf import get_config
 from polls.messages import check_vote
 from polls.models import Choice, Poll, Vote
@@ -84,10 +85,20 @@ def cast(ballot: Ballot) -> str:
     """Accept one vote; returns how: "queue", or "direct" (memcached away). Raises
     VoteRefused for a closed poll, a foreign choice, a second vote or an
     address over its anonymous rate."""
-    vote = new_vote(ballot)
+    try:
+        vote = new_vote(ballot)
+    except VoteRefused:
+        # The ballot's poll may be this process's memory of it: refused only as it is now.
+        fresh = snapshot.poll_info(ballot.poll.id)
+        if fresh == ballot.poll:
+            raise
+        ballot = replace(ballot, poll=fresh)
+        vote = new_vote(ballot)
     try:
         return _cast_in_memcached(ballot, vote)
     except (MemcacheError, OSError, QueueError) as exc:
+        # The ballot's poll may be this process's memory of it: the database decides now.
+        check_poll(snapshot.poll_info_from_database(ballot.poll.id), ballot.choice_id)
         logger.warning("vote %s written to the database directly: %s", vote["id"], exc)
         write_direct(vote)
         count("poll_votes", via="direct")
@@ -97,20 +108,26 @@ def cast(ballot: Ballot) -> str:
 def new_vote(ballot: Ballot) -> dict[str, Any]:
     """The vote, with the id that makes it stored once; VoteRefused for a
     closed poll or a foreign choice."""
-    poll = ballot.poll
-    if not poll.accepts_votes():
-        raise VoteRefused(403, "This poll is closed.")
-    if ballot.choice_id not in poll.choice_ids:
-        raise VoteRefused(400, "That is not one of this poll's choices.")
+    check_poll(ballot.poll, ballot.choice_id)
     return {
         "id": secrets.token_urlsafe(16),
-        "poll": poll.id,
+        "poll": ballot.poll.id,
         "choice": ballot.choice_id,
         "user": ballot.user_id,
         "voter": ballot.voter,
         "address": ballot.address,
         "at": time.time(),
     }
+
+
+def check_poll(poll: PollInfo | None, choice_id: int) -> None:
+    """VoteRefused unless the poll exists, is open and has the choice."""
+    if poll is None:
+        raise VoteRefused(404, "No such poll.")
+    if not poll.accepts_votes():
+        raise VoteRefused(403, "This poll is closed.")
+    if choice_id not in poll.choice_ids:
+        raise VoteRefused(400, "That is not one of this poll's choices.")
 
 
 # The epoch of each poll's running totals as this process last saw it: a vote
@@ -120,10 +137,12 @@ _epochs_seen: dict[int, str] = {}
 
 
 def _cast_in_memcached(ballot: Ballot, vote: dict[str, Any]) -> str:
-    """The voter's checks, the epoch, the running total and the vote's index
-    in the queue in one round trip (meta commands: the address's window is
-    created and counted by one `ma`, the marker is an `ms` in add mode), then
-    the vote into the queue."""
+    """The voter's checks, the poll as memcached has it now, the epoch, the
+    running total and the vote's index in the queue in one round trip (meta
+    commands: the address's window is created and counted by one `ma`, the
+    marker is an `ms` in add mode), then the vote into the queue. The ballot's
+    poll may be this process's memory of it (snapshot.remembered): what the
+    batch read of it is what decides."""
     config = get_config()
     poll_id = ballot.poll.id
     marker = _marker(poll_id, ballot.voter)
@@ -135,6 +154,7 @@ def _cast_in_memcached(ballot: Ballot, vote: dict[str, Any]) -> str:
         rate = batch.add(b"ma", _rate_key(ballot.address, window), f"N{window}", "J1", "v")
     voted = batch.add(b"ms", marker, f"T{config['MARKER_TTL']}", "ME", value=vote["id"].encode())
     built = batch.add(b"mg", built_key(poll_id), "v")
+    poll_now = batch.add(b"mg", snapshot.memo_key(poll_id), *ask_flags(snapshot.TTL))
     guess = _epochs_seen.get(poll_id)
     guessed = batch.add(b"ma", total_key(poll_id, guess, ballot.choice_id), "v") if guess else None
     # The vote's index in the queue, so that its put is one round trip.
@@ -159,11 +179,13 @@ def _cast_in_memcached(ballot: Ballot, vote: dict[str, Any]) -> str:
         else:  # counted in an epoch that is no longer the one: take it back
             undo.add(b"ma", total_key(poll_id, guess, ballot.choice_id), "MD")
 
-    refusal = None
-    if rate is not None and (replies[rate].number() or 0) > config["ANONYMOUS_PER_ADDRESS"]:
+    refusal = _poll_refusal(ballot, replies[poll_now])
+    over_rate = rate is not None and (replies[rate].number() or 0) > config["ANONYMOUS_PER_ADDRESS"]
+    if refusal is None and over_rate:
         refusal = VoteRefused(429, "Too many votes from your network; try again later.")
+    if refusal is not None:
         if replies[voted].status == b"HD":
-            undo.add(b"md", marker)  # not a vote: the voter may vote once the window allows
+            undo.add(b"md", marker)  # not a vote: the voter may vote once the poll or the window allows
     elif replies[voted].status != b"HD":
         refusal = VoteRefused(409, ALREADY_VOTED)
     # No marker: a first vote, or one whose marker lapsed or memcached lost.
@@ -206,6 +228,22 @@ def _cast_in_memcached(ballot: Ballot, vote: dict[str, Any]) -> str:
         raise
     count_soon("poll_votes", via="queue")
     return "queue"
+
+
+def _poll_refusal(ballot: Ballot, reply: MetaReply) -> VoteRefused | None:
+    """Why the poll as memcached has it now refuses the ballot, if it does
+    (it was closed, or lost the choice, since this process last read it)."""
+    try:
+        poll = snapshot.current(ballot.poll.id, reply)
+    except (MemcacheError, OSError):
+        poll = snapshot.poll_info_from_database(ballot.poll.id)
+    if poll == ballot.poll:
+        return None  # checked before the vote was made (new_vote)
+    try:
+        check_poll(poll, ballot.choice_id)
+    except VoteRefused as refusal:
+        return refusal
+    return None
 
 
 def _voted_in_database(ballot: Ballot) -> bool:

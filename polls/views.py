@@ -46,7 +46,8 @@ def results_json(request: HttpRequest, poll_id: int) -> HttpResponse:
     "votes", total="VOTES", message="Too many votes at once right now; try again in a moment.", fail_open=True
 )
 def vote(request: HttpRequest, poll_id: int) -> HttpResponse:
-    poll = selectors.poll_or_none(poll_id)
+    # What this process read of the poll last: the vote's own checks read it again.
+    poll = selectors.poll_for_vote(poll_id)
     if poll is None:
         return json_error(404, "No such poll.")
     try:

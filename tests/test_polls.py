@@ -9,7 +9,8 @@ from django.test import Client
 from django.utils import timezone
 
 from core.client import get_client
-from polls import services
+from core.memo import forget
+from polls import services, snapshot
 from polls.models import Poll, Vote
 from queues.core import Queue
 from tests.processes import free_port
@@ -171,6 +172,37 @@ def test_closed_polls_foreign_choices_and_bad_ids_are_clear_4xx(poll):
     poll.save()  # as the admin does: every node forgets the poll it had cached
     closed = alice.post(f"/polls/{poll.id}/vote/", {"choice": _choice(poll, 0)}, **JSON)
     assert closed.status_code == 403 and "closed" in closed.json()["error"]
+
+
+def test_a_poll_another_node_closed_refuses_votes_here_at_once(poll):
+    """A vote starts from this process's memory of the poll, and its own
+    checks read the poll again: a poll closed on another node (whose signal
+    forgot the farm's copy, not this process's memory) refuses the next
+    vote here, undoes the voter's marker and counts nothing."""
+    services.flush_all()
+    alice, bob = _user_client("alice"), _user_client("bob")
+    choice = _choice(poll, 0)
+    assert alice.post(f"/polls/{poll.id}/vote/", {"choice": choice}, **JSON).status_code == 200
+    # Another node closes it: the row and the farm's copy change, this process's memory does not.
+    Poll.objects.filter(pk=poll.id).update(ends_at=timezone.now())
+    forget(f"polls:{poll.id}:info")
+    assert snapshot.remembered(poll.id).accepts_votes()
+    closed = bob.post(f"/polls/{poll.id}/vote/", {"choice": choice}, **JSON)
+    assert closed.status_code == 403 and "closed" in closed.json()["error"]
+    assert not snapshot.remembered(poll.id).accepts_votes()  # the read put it right
+    # Reopened: bob's refused vote left no marker behind, and counted nowhere.
+    Poll.objects.filter(pk=poll.id).update(ends_at=None)
+    forget(f"polls:{poll.id}:info")
+    again = bob.post(f"/polls/{poll.id}/vote/", {"choice": choice}, **JSON)
+    assert again.status_code == 200
+    assert services.flush_all()["stored"] == 2 and _db_totals(poll) == [2, 0, 0]
+    live = bob.get(f"/polls/{poll.id}/results.json").json()
+    assert [c["votes"] for c in live["choices"]] == [2, 0, 0]
+    # Deleted elsewhere: a 404, and nothing kept of it.
+    Poll.objects.filter(pk=poll.id).delete()
+    forget(f"polls:{poll.id}:info")
+    gone = _user_client("carol").post(f"/polls/{poll.id}/vote/", {"choice": choice}, **JSON)
+    assert gone.status_code == 404
 
 
 def test_an_anonymous_vote_does_not_touch_the_database(poll, django_assert_num_queries):
