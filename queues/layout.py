@@ -8,7 +8,7 @@ import os
 import secrets
 from collections import deque
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -199,6 +199,12 @@ class QueueBase:
             self.client.incr(self._stat_key(what), n, noreply=True)
         except (MemcacheError, OSError):
             pass
+
+    def _uncount(self, what: str, n: int) -> None:
+        """Take back what a _stat_command counted ahead (a put that lost its index)."""
+        with suppress(MemcacheError, OSError):
+            if n:
+                self.client.decr(self._stat_key(what), n, noreply=True)
 
     def _stat_command(self, what: str, n: int) -> bytes:
         """_stat as a noreply command to send with others (once the counters exist)."""

@@ -44,6 +44,9 @@ class Producing(QueueBase):
         indexes: list[int | None] = [None] * len(encoded)
         written_in: dict[int, str] = {}  # position -> generation its entry went into
         todo = list(range(len(encoded)))
+        # With meta commands the adds count themselves as put, in the same
+        # write; what was not stored is taken back.
+        counted_ahead = hasattr(self.client, "meta")
         with memcached_errors():
             for _ in range(ATTEMPTS):
                 gen = self._generation()
@@ -58,6 +61,8 @@ class Producing(QueueBase):
                     if not is_full(exc):
                         raise
                     stored = self._stored_after_error(keys, encoded)
+                    if counted_ahead:
+                        self._uncount("in", len(todo) - len(stored))
                     self._stat("full")
                     error = QueueFull("memcached is full: message not stored")
                     error.stored = [
@@ -69,6 +74,8 @@ class Producing(QueueBase):
                     # the indexes were taken: no consumer will read there.
                     # Everything written into it goes again into a new one.
                     lost = [pos for pos, g in written_in.items() if g == gen]
+                    # All of them go again, and are counted again.
+                    self._uncount("in", (len(todo) if counted_ahead else 0) + len(lost))
                     stale = [keys[pos] for pos in todo if results[keys[pos]]]
                     self.client.delete_many(stale + [self._key(gen, "m", indexes[p]) for p in lost])
                     for pos in lost:
@@ -84,7 +91,10 @@ class Producing(QueueBase):
                         written_in[pos] = gen
                     else:  # a consumer gave up waiting and marked the index a hole
                         retry.append(pos)
-                self._stat("in", len(todo) - len(retry))
+                if not counted_ahead:
+                    self._stat("in", len(todo) - len(retry))
+                elif retry:
+                    self._uncount("in", len(retry))
                 todo = retry
                 if not todo:
                     return [i for i in indexes if i is not None]
@@ -105,7 +115,7 @@ class Producing(QueueBase):
         ttl = (f"T{self.entry_ttl}",) if self.entry_ttl else ()
         commands = [meta_command(b"ms", wire(key), *ttl, "ME", value=value) for key, value in values.items()]
         commands.append(meta_command(b"ms", wire(self._key(gen, "tail")), "MA", value=b""))
-        replies = self.client.meta(commands, errors=True)
+        replies = self.client.meta(commands, errors=True, quietly=self._stat_command("in", len(values)))
         refused = next((r for r in replies if r.status == b"SERVER_ERROR"), None)
         if refused is not None:
             raise MemcacheServerError(b"SERVER_ERROR " + (refused.value or b""))
