@@ -10,11 +10,13 @@ rounds and each row is the median of its rounds.
 """
 
 import os
+import re
 import shutil
 import socket
 import subprocess
 import tempfile
 import time
+import timeit
 from pathlib import Path
 
 from bench.endpoint import ROUNDS
@@ -97,9 +99,6 @@ def _floor(address: str, round_: int) -> dict[str, float]:
     """What a message's claim + ack cannot cost less than, in µs: the same
     meta pipelines on a bare socket (no parsing beyond the CAS), decoding an
     entry with its MAC, making a receipt (timeit, in this process)."""
-    import re
-    import timeit
-
     from queues import entries
 
     host, port = address.rsplit(":", 1)

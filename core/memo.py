@@ -45,8 +45,9 @@ def get_or_set(
 ) -> Any:
     stale_for = ttl if stale_for is None else stale_for
     try:
-        client = server_client(memo_key(key))
-        asked = meta_command(b"mg", client.wire_key(memo_key(key)), *ask_flags(stale_for, lock_for))
+        value_key = memo_key(key)
+        client = server_client(value_key)
+        asked = meta_command(b"mg", client.wire_key(value_key), *ask_flags(stale_for, lock_for))
         reply = client.meta([asked])[0]
         return settle(key, reply, compute, ttl, stale_for=stale_for, wait=wait)
     except (MemcacheError, OSError) as exc:
@@ -75,8 +76,10 @@ def settle(
     when memcached elected this caller, else the value, else (another
     caller computing it) waited for."""
     value_key = memo_key(key)
-    client = server_client(value_key)
     cached = _value(value_key, reply)
+    if cached is not None and b"W" not in reply.flags:
+        return cached[0]  # fresh, or someone is refreshing it: the stale value will do
+    client = server_client(value_key)
     # Ours to compute: a miss or a value past its ttl (memcached said W),
     # or a value someone else planted (refused): nobody is told W for it.
     planted = cached is None and reply.status == b"VA" and bool(reply.value)
@@ -85,8 +88,6 @@ def settle(
         envelope = json.dumps({"v": value, "fresh_until": time.time() + ttl}).encode()
         client.set(value_key, seal(value_key, envelope), expire=ttl + stale_for)
         return value
-    if cached is not None:
-        return cached[0]  # fresh, or someone is refreshing it: the stale value will do
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         time.sleep(POLL)

@@ -410,5 +410,8 @@ def test_one_recovery_scan_marks_a_whole_run_of_abandoned_indexes(fast):
     # Each claim of one may scan; the first scan past the horizon marks them all.
     wait_for(lambda: consumer.claim_many(1) == [] and consumer.stats()["holes"] > 0, timeout=5, what="holes")
     assert consumer.stats()["holes"] == 10
-    past = lambda: consumer.claim_many(1) == [] and consumer.stats()["floor"] == 12  # noqa: E731
-    wait_for(past, timeout=5, what="the floor past the run")
+
+    def past_the_run() -> bool:
+        return consumer.claim_many(1) == [] and consumer.stats()["floor"] == 12
+
+    wait_for(past_the_run, timeout=5, what="the floor past the run")
