@@ -117,7 +117,7 @@ class Consuming(QueueBase):
         return self._deliver(self._gen, due, recovering=False) if due else []
 
     def _deliver(self, gen: str, indexes: Sequence[int], *, recovering: bool) -> list[Message]:
-        if not recovering and hasattr(self.client, "meta"):
+        if not recovering and self.speaks_meta:
             return self._deliver_claimed(gen, indexes)
         keys = {i: self._key(gen, "m", i) for i in indexes}
         tail_key = self._key(gen, "tail")

@@ -49,7 +49,7 @@ class Finishing(QueueBase):
             results = self._cas_acked(parsed)
             done = [(gen, i) for (gen, i, _, _), ok in zip(parsed, results, strict=True) if ok is not False]
             # Without waiting: a claim left behind only lapses on its own.
-            if not hasattr(self.client, "meta"):  # mirrored
+            if not self.speaks_meta:  # mirrored
                 self.client.delete_many([self._key(gen, "c", i) for gen, i in done], noreply=True)
                 self._stat("acked", sum(1 for ok in results if ok))
             else:
@@ -66,7 +66,7 @@ class Finishing(QueueBase):
     def _cas_acked(self, parsed: list[tuple[str, int, int, str]]) -> list[bool | None]:
         """Mark each entry acked if it is still at its receipt's version, in one
         round trip: True stored, False changed since (EX), None gone (NF)."""
-        if not hasattr(self.client, "meta"):  # mirrored: the classic pipeline both servers take
+        if not self.speaks_meta:  # mirrored: the classic pipeline both servers take
             return self.client.cas_many(
                 [(self._key(gen, "m", i), ACKED, version) for gen, i, version, _ in parsed], self.finished_ttl
             )

@@ -164,6 +164,12 @@ class QueueBase:
     # -- keys -------------------------------------------------------------------
 
     @property
+    def speaks_meta(self) -> bool:
+        """Whether the client takes meta commands: a mirrored one takes only
+        the classic pipeline both of its servers take."""
+        return hasattr(self.client, "meta")
+
+    @property
     def client(self) -> Client:
         # Finding the server hashes in pure Python: do it once per process.
         stale = self._epoch != -1 and self._epoch != client_epoch()

@@ -46,7 +46,7 @@ class Producing(QueueBase):
         todo = list(range(len(encoded)))
         # With meta commands the adds count themselves as put, in the same
         # write; what was not stored is taken back.
-        counted_ahead = hasattr(self.client, "meta")
+        counted_ahead = self.speaks_meta
         with memcached_errors():
             for _ in range(ATTEMPTS):
                 gen = self._generation()
@@ -109,7 +109,7 @@ class Producing(QueueBase):
 
         A producer that put a moment ago reserves its next indexes in the
         same round trip, so while it is busy a put is one round trip."""
-        if not hasattr(self.client, "meta"):  # mirrored: the classic pipeline both servers take
+        if not self.speaks_meta:  # mirrored: the classic pipeline both servers take
             return self._add_entries_classic(gen, values)
         wire = self.client.wire_key
         ttl = (f"T{self.entry_ttl}",) if self.entry_ttl else ()
@@ -139,7 +139,7 @@ class Producing(QueueBase):
         the put is then one round trip. Returns what to call with the batch's
         answers; None when there is nothing to reserve (an index is reserved
         already, or the queue is mirrored and reserves its own way)."""
-        if not hasattr(self.client, "meta") or self._reserve or (self._ring or batch.ring) is not batch.ring:
+        if not self.speaks_meta or self._reserve or (self._ring or batch.ring) is not batch.ring:
             return None
         gen = self._generation()
         index = batch.add(b"ma", self._key(gen, "tail"), "v", route=f"q:{self.name}")
