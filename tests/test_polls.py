@@ -205,6 +205,33 @@ def test_a_poll_another_node_closed_refuses_votes_here_at_once(poll):
     assert gone.status_code == 404
 
 
+def test_a_poll_planted_in_memcached_is_not_believed_by_a_vote(poll):
+    """The vote's own read of the poll meets a value someone else put there
+    (closing the poll, or opening a closed one): it is refused, the poll is
+    read from the database and put back, and the vote is judged by that."""
+    services.flush_all()
+    choice = _choice(poll, 0)
+
+    def vote(name: str) -> object:
+        return _user_client(name).post(f"/polls/{poll.id}/vote/", {"choice": choice}, **JSON)
+
+    assert vote("alice").status_code == 200
+    planted = b'{"v": {"id": %d, "question": "x", "is_open": false, "ends_at": null, "choices": []}}'
+    planted %= poll.id
+    get_client().set(snapshot.memo_key(poll.id), planted)
+    assert vote("bob").status_code == 200
+    assert get_client().get(snapshot.memo_key(poll.id)) != planted  # replaced by the database's
+    # A closed poll that a planted value calls open stays closed.
+    Poll.objects.filter(pk=poll.id).update(is_open=False)
+    forget(f"polls:{poll.id}:info")
+    assert vote("carol").status_code == 403
+    opened = planted.replace(b"false", b"true").replace(b"[]", b'[[%d, "A"]]' % choice)
+    get_client().set(snapshot.memo_key(poll.id), opened)
+    dave = vote("dave")
+    assert dave.status_code == 403 and "closed" in dave.json()["error"]
+    assert services.flush_all()["stored"] == 2
+
+
 def test_an_anonymous_vote_does_not_touch_the_database(poll, django_assert_num_queries):
     services.flush_all()  # the flusher makes a new poll's running totals (beat: within 2 s)
     visitor = Client()
