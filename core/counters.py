@@ -130,6 +130,17 @@ _TICK = 0.1
 _soon: dict[tuple[str, tuple], int] = {}
 _last_flush = 0.0
 _sender_pid = 0
+# Held from taking the tally until it is sent, so one flush waits for another;
+# a child forked during a send gets a fresh one.
+_sending = threading.Lock()
+
+
+def _fresh_sending_lock() -> None:
+    global _sending
+    _sending = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_sending_lock)
 
 
 def count_soon(name: str, n: int = 1, **labels: str) -> None:
@@ -165,13 +176,16 @@ def _send_forever() -> None:
 
 
 def flush_soon() -> None:
+    """Send what is tallied; on return, everything tallied before the call
+    is in memcached, also what the sending thread took a moment earlier."""
     global _last_flush
-    with _lock:
-        pending = dict(_soon)
-        _soon.clear()
-        _last_flush = time.monotonic()
-    for (name, labels), n in pending.items():
-        count(name, n, **dict(labels))
+    with _sending:
+        with _lock:
+            pending = dict(_soon)
+            _soon.clear()
+            _last_flush = time.monotonic()
+        for (name, labels), n in pending.items():
+            count(name, n, **dict(labels))
 
 
 atexit.register(flush_soon)

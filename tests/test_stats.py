@@ -157,6 +157,36 @@ def test_polls_are_tallied_in_the_process_and_sent_together(monkeypatch):
     assert harvest()["progress_polls"] == 5
 
 
+def test_flush_soon_returns_only_once_what_was_tallied_is_sent(monkeypatch):
+    """The sending thread may have taken the tally a moment before: a
+    caller's flush waits for that send too, or what it counted is not in
+    memcached yet when it returns (a harvest right after missed it)."""
+    import threading
+
+    sending, release = threading.Event(), threading.Event()
+    real_count = counters.count
+
+    def slow_count(name: str, n: int = 1, **labels: str) -> None:
+        sending.set()
+        release.wait(10)
+        real_count(name, n, **labels)
+
+    counters.count_soon("logins")
+    monkeypatch.setattr(counters, "count", slow_count)
+    sender = threading.Thread(target=counters.flush_soon)
+    sender.start()
+    assert sending.wait(5)  # the "thread" holds the tally, not yet sent
+    monkeypatch.setattr(counters, "count", real_count)
+    caller = threading.Thread(target=counters.flush_soon)
+    caller.start()
+    caller.join(0.5)
+    assert caller.is_alive()  # waiting for the send in flight
+    release.set()
+    caller.join(5)
+    sender.join(5)
+    assert not caller.is_alive() and harvest()["logins"] == 1
+
+
 def test_dead_letters_show_in_the_metrics_as_a_gauge_and_a_counter():
     from queues.core import Queue
 
