@@ -18,6 +18,7 @@ from pymemcache.exceptions import (
     MemcacheUnknownError,
 )
 
+from core import health
 from core.conf import get_config
 
 # A connection memcached closed (it restarted) fails once, when next used,
@@ -137,7 +138,7 @@ class ReconnectingClient(Client):
         same write, which answer nothing."""
         if not commands and not quietly:
             return []
-        return _past_stale_connections(self._meta, commands, errors, quietly)
+        return health.call(self.address, _past_stale_connections, self._meta, commands, errors, quietly)
 
     def _meta(
         self, commands: list[bytes], errors: bool, quietly: bytes, quiet: list[bytes] | None = None
@@ -165,7 +166,7 @@ class ReconnectingClient(Client):
         `mn`: one round trip, and a batch's successes cost no answer to parse.
         Returns the commands' answers and the failed quiet ones by token.
         An error memcached does not say the command of raises."""
-        replies = _past_stale_connections(self._meta, commands, False, b"", quiet)
+        replies = health.call(self.address, _past_stale_connections, self._meta, commands, False, b"", quiet)
         failed: dict[bytes, MetaReply] = {}
         for reply in replies[len(commands) :]:
             token = reply.flags.get(b"O")
@@ -175,13 +176,18 @@ class ReconnectingClient(Client):
         return replies[: len(commands)], failed
 
     def _fetch_cmd(self, *args: Any, **kwargs: Any) -> Any:
-        return _past_stale_connections(super()._fetch_cmd, *args, **kwargs)
+        return health.call(self.address, _past_stale_connections, super()._fetch_cmd, *args, **kwargs)
 
     def _store_cmd(self, *args: Any, **kwargs: Any) -> Any:
-        return _past_stale_connections(super()._store_cmd, *args, **kwargs)
+        return health.call(self.address, _past_stale_connections, super()._store_cmd, *args, **kwargs)
 
     def _misc_cmd(self, *args: Any, **kwargs: Any) -> Any:
-        return _past_stale_connections(super()._misc_cmd, *args, **kwargs)
+        return health.call(self.address, _past_stale_connections, super()._misc_cmd, *args, **kwargs)
+
+    @property
+    def address(self) -> str:
+        """host:port, as core.health knows the server."""
+        return server_address(self.server)
 
     def __del__(self) -> None:
         # Retired clients of a thread that never calls again (closed by no one).
@@ -311,16 +317,49 @@ class StableHashClient(HashClient):
         return None
 
     def _safely_run_func(self, client: Any, func: Any, default_val: Any, *args: Any, **kwargs: Any) -> Any:
-        # The pool drops the dead connection (destroy_on_fail): the retry gets a new one.
-        idle = len(getattr(getattr(client, "client_pool", None), "free", ()))
-        run = super()._safely_run_func
-        return _past_stale_connections(run, client, func, default_val, *args, tries=idle + 2, **kwargs)
+        return super()._safely_run_func(client, _guarded(client, func), default_val, *args, **kwargs)
+
+    def _set_many(self, client: Any, values: Any, *args: Any, **kwargs: Any) -> Any:
+        # pymemcache's, with the call guarded: (stored keys, failed keys, error to raise).
+        failed: list = []
+        try:
+            failed = _guarded(client, client.set_many)(values, *args, **kwargs)
+        except Exception as exc:
+            if not self.ignore_exc:
+                return [], [], exc
+        return [key for key in values if key not in failed], failed, None
+
+    def close(self) -> None:
+        # Closing needs no server: a down one must not refuse it.
+        for client in self.clients.values():
+            with contextlib.suppress(Exception):
+                client.close()
 
     def __del__(self) -> None:
         # reset_client() drops clients without closing them (another thread may
         # be using one): the last one to let go closes the connections.
         with contextlib.suppress(Exception):
             self.close()
+
+
+def server_address(server: Any) -> str:
+    """A pymemcache client's server, (host, port) or a string, as "host:port"."""
+    if isinstance(server, tuple):
+        return f"{server[0]}:{server[1]}"
+    return str(server)
+
+
+def _guarded(client: Any, func: Callable[..., Any]) -> Callable[..., Any]:
+    """func, a call through one of the ring's clients, past stale connections
+    and refused at once while its server is down (core.health)."""
+    # The pool drops the dead connection (destroy_on_fail): the retry gets a new one.
+    idle = len(getattr(getattr(client, "client_pool", None), "free", ()))
+    address = server_address(client.server)
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return health.call(address, _past_stale_connections, func, *args, tries=idle + 2, **kwargs)
+
+    return run
 
 
 def parse_servers(servers: list[str] | tuple[str, ...]) -> list[tuple[str, int]]:

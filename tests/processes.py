@@ -22,9 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 
-# A PostgreSQL server of the run's own (started on first use, stopped at exit),
-# unless TEST_POSTGRES names one to use instead ("postgresql://user@host:port/").
-TEST_POSTGRES = os.environ.get("TEST_POSTGRES", "")
+# A PostgreSQL server of the run's own, started on first use, stopped at exit.
 _postgres: list = []
 
 
@@ -36,39 +34,55 @@ def postgres_bin() -> Path:
     raise RuntimeError("PostgreSQL is not installed: `make test` installs it from the OS packages")
 
 
-def postgres_server() -> str:
-    """The URL (without a database name) of this run's PostgreSQL server: a
-    throwaway cluster on a free port, with fsync off, started on first use."""
-    if TEST_POSTGRES:
-        return TEST_POSTGRES
-    if _postgres:
-        return _postgres[1]
-    base = Path(tempfile.mkdtemp(prefix="webfarm-pg-"))
+def start_postgres(
+    base: Path, *, listen: str, port: int, trust: str = "", wrap: Callable[[list[str]], list[str]] = list
+) -> "Process":
+    """A throwaway PostgreSQL cluster in `base` (fsync off), listening on
+    `listen`:`port` and on a socket in `base`, with no password for local
+    connections and for the network `trust` (a CIDR); `wrap` turns its
+    command into the one to run (on a test host). Returns once it answers."""
     # PostgreSQL refuses to run as root: as root, run it as the postgres user.
     as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
     if as_user:
         shutil.chown(base, "postgres", "postgres")
-    data, bin_dir, port = base / "data", postgres_bin(), free_port()
+    data, bin_dir = base / "data", postgres_bin()
     initdb = [str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8"]
     subprocess.run([*as_user, *initdb, "--no-sync"], check=True, capture_output=True, timeout=120)
+    if trust:
+        with open(data / "pg_hba.conf", "a") as hba:
+            hba.write(f"host all all {trust} trust\n")
     argv = [*as_user, str(bin_dir / "postgres"), "-D", str(data), "-p", str(port), "-k", str(base)]
     for option in (
-        "listen_addresses=127.0.0.1",
+        f"listen_addresses={listen}",
         "fsync=off",
         "synchronous_commit=off",
         "full_page_writes=off",
         "max_connections=300",
     ):
         argv += ["-c", option]
-    process = Process("postgres", argv, log_dir=base).start()
-    url = f"postgresql://postgres@127.0.0.1:{port}/"
+    process = Process("postgres", wrap(argv), log_dir=base).start()
 
     def ready() -> bool:
-        with psycopg.connect(url + "postgres", connect_timeout=1):
+        # Over its socket: a file, reachable whatever network the server is on.
+        with psycopg.connect(
+            host=str(base), port=port, user="postgres", dbname="postgres", connect_timeout=1
+        ):
             return True
 
     wait_for(lambda: ready() or not process.alive(), timeout=60, what="postgres")
     assert process.alive(), process.log()
+    return process
+
+
+def postgres_server() -> str:
+    """The URL (without a database name) of this run's PostgreSQL server: a
+    throwaway cluster on a free port, started on first use."""
+    if _postgres:
+        return _postgres[1]
+    base = Path(tempfile.mkdtemp(prefix="webfarm-pg-"))
+    port = free_port()
+    process = start_postgres(base, listen="127.0.0.1", port=port)
+    url = f"postgresql://postgres@127.0.0.1:{port}/"
     _postgres[:] = [process, url]
     atexit.register(_stop_postgres, process, base)
     return url

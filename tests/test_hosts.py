@@ -1,0 +1,291 @@
+"""The farm as hosts: every role on its own address in a network namespace
+(tests/hosts.py), configured only from deploy/ (tests/deployment.py), and
+the faults a network makes. The test reaches the farm from a client host.
+
+    client ── balancer (nginx) ── web1, web2 (gunicorn, webfarm-web.service)
+                                   mc1, mc2 (memcached.conf: store, broker, mirrors)
+                                   worker1 (+ beat), worker2 (webfarm-worker@.service)
+                                   db (PostgreSQL)
+"""
+
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import requests
+
+from tests import deployment, hosts, processes
+from tests.web import DEMO_PASSWORD, WebClient
+
+pytestmark = pytest.mark.farm
+
+HOSTS = {
+    "balancer": 5,
+    "web1": 11,
+    "web2": 12,
+    "mc1": 21,
+    "mc2": 22,
+    "worker1": 31,
+    "worker2": 32,
+    "db": 40,
+    "client": 100,
+}
+WEB_PORT = 8000  # deploy/systemd/webfarm-web.service
+MEMCACHED_PORT = 11211  # deploy/memcached/memcached.conf
+ALL_DATES = {"date_from": "2024-01-01", "date_to": "2025-12-31"}
+JSON = {"Accept": "application/json"}
+FAST = "X-Progress-Source"
+# The client's timeouts (MEMCACHED_TIMEOUT, the default) and what a request may add to one.
+CLIENT_TIMEOUT = 2.0
+MARGIN = 1.0
+
+
+@dataclass
+class HostFarm:
+    lan: hosts.Lan
+    dir: Path
+    env: dict
+    url: str  # the balancer
+    started: dict[str, processes.Process] = field(default_factory=dict)
+
+    def address(self, host: str) -> str:
+        return self.lan.addresses[host]
+
+    def node(self, host: str) -> str:
+        return f"http://{self.address(host)}:{WEB_PORT}"
+
+    def logs(self, *hosts_: str) -> str:
+        return "".join(p.log() for name, p in self.started.items() if name.split("-")[0] in hosts_)
+
+
+@pytest.fixture(scope="module")
+def farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostFarm]:
+    base = tmp_path_factory.mktemp("hosts")
+    with ExitStack() as cleanups, hosts.lan(HOSTS) as lan, processes.stopped_after() as started:
+        a = lan.addresses
+        memcached = ",".join(f"{a[h]}:{MEMCACHED_PORT}" for h in ("mc1", "mc2"))
+        env_file = base / "webfarm.env"
+        env_file.write_text(
+            deployment.render_env_file(
+                {
+                    "DJANGO_SECRET_KEY": "hosts-" + uuid.uuid4().hex,
+                    "DJANGO_ALLOWED_HOSTS": ",".join(a[h] for h in ("balancer", "web1", "web2")),
+                    "DJANGO_CSRF_TRUSTED_ORIGINS": f"http://{a['balancer']}",
+                    "DJANGO_SECURE_COOKIES": "false",  # plain HTTP inside the test network
+                    "DATABASE_URL": f"postgres://postgres@{a['db']}:5432/webfarm",
+                    "MEMCACHED_SERVERS": memcached,
+                    "MEMCACHED_NAMESPACE": "webfarm",
+                    "QUEUES_MIRRORS": memcached,
+                    "CELERY_BROKER_URL": "memcached://",
+                    "TRUSTED_PROXIES": a["balancer"],
+                    "QUEUE_API_TOKEN": uuid.uuid4().hex,
+                    "STATS_API_TOKEN": uuid.uuid4().hex,
+                    "ACTIVITY_LOG_FILE": str(base / "activity.log"),
+                },
+                extra={
+                    "DEMO_PASSWORD": DEMO_PASSWORD,
+                    "DEMO_ORDERS": "30000",
+                    "REPORTS_CHUNK_ROWS": "100",
+                    "PROGRESS_HEARTBEAT_INTERVAL": "2",
+                    "LIMITS_REPORTS_PER_USER": "10",
+                    "LIMITS_REPORTS_PER_KIND": "50",
+                },
+            )
+        )
+        env = deployment.process_env(env_file)
+        farm = HostFarm(lan=lan, dir=base, env=env, url=f"http://{a['balancer']}")
+
+        def start(host: str, name: str, argv: list[str]) -> processes.Process:
+            process = lan.start(host, name, argv, log_dir=base, env=env)
+            started.append(process)
+            farm.started[f"{host}-{name}"] = process
+            return process
+
+        # Not under pytest's own directory, which the postgres user may not enter.
+        db_dir = Path(tempfile.mkdtemp(prefix="webfarm-hosts-db-"))
+        cleanups.callback(shutil.rmtree, db_dir, ignore_errors=True)
+        started.append(
+            processes.start_postgres(
+                db_dir,
+                listen=a["db"],
+                port=5432,
+                trust=f"{hosts.SUBNET}.0/{hosts.PREFIX}",
+                wrap=lambda argv: lan.command("db", argv),
+            )
+        )
+        lan.run("db", ["runuser", "-u", "postgres", "--", "createdb", "-h", str(db_dir), "webfarm"], env=env)
+        for host in ("mc1", "mc2"):
+            start(host, "memcached", deployment.memcached_command(a[host]))
+            hosts.wait_port(lan, "client", a[host], MEMCACHED_PORT)
+        manage = [str(processes.BIN / "python"), "manage.py"]
+        lan.run("web1", [*manage, "migrate", "--no-input", "-v", "0"], env=env)
+        lan.run("web1", [*manage, "seed_demo", "-v", "0"], env=env)
+        for n, host in enumerate(("worker1", "worker2"), 1):
+            start(host, "worker", deployment.unit_command("webfarm-worker@.service", str(n), state=base))
+        start("worker1", "beat", deployment.unit_command("webfarm-beat.service", state=base))
+        for host in ("web1", "web2"):
+            start(host, "web", deployment.unit_command("webfarm-web.service", state=base))
+        conf = _nginx_conf(farm, base)
+        from webfarm.farm import nginx_argv
+
+        start("balancer", "nginx", nginx_argv(conf))
+        with lan.inside("client"):
+            for url in (farm.node("web1"), farm.node("web2"), farm.url):
+                processes.wait_for(
+                    lambda url=url: requests.get(f"{url}/accounts/login/", timeout=2).status_code == 200,
+                    timeout=90,
+                    what=url,
+                )
+        for host in ("worker1", "worker2"):
+            processes.wait_for(lambda host=host: " ready." in farm.logs(host), timeout=90, what=host)
+        yield farm
+
+
+def _nginx_conf(farm: HostFarm, base: Path) -> Path:
+    from webfarm.farm import render_nginx
+
+    return render_nginx(
+        listen=f"{farm.address('balancer')}:80",
+        web=[f"{farm.address(h)}:{WEB_PORT}" for h in ("web1", "web2")],
+        memcached=[f"{farm.address(h)}:{MEMCACHED_PORT}" for h in ("mc1", "mc2")],
+        namespace="webfarm",
+        run_dir=base / "nginx",
+    )
+
+
+def _start(client: WebClient, kind: str, params: dict) -> dict:
+    response = client.post(f"/reports/{kind}/", params, headers=JSON)
+    assert response.status_code == 202, response.text
+    return response.json()
+
+
+def _download(farm: HostFarm, client: WebClient, url: str, host: str) -> requests.Response:
+    """The result straight from one web node, with the user's session."""
+    return requests.get(farm.node(host) + url, cookies=client.session.cookies.get_dict(), timeout=10)
+
+
+def test_a_report_runs_on_a_worker_host_and_is_followed_through_the_balancer(farm):
+    with farm.lan.inside("client"):
+        alice = WebClient(farm.url).login("alice")
+        started = _start(alice, "top-customers", {**ALL_DATES, "top": 10})
+        job, fast_url = started["job"], started["public_progress_url"]
+        answers = []
+
+        def final_yet() -> dict | None:
+            fast = requests.get(farm.url + fast_url, timeout=10)
+            django = alice.get(f"/progress/{job}/")
+            answers.append((fast.status_code, fast.headers.get(FAST), django.status_code))
+            body = django.json()
+            return body if body.get("final") else None
+
+        final = processes.wait_for(final_yet, timeout=120, interval=0.1, what=f"job {job}")
+        assert final["state"] == "succeeded" and final["percent"] == 100
+        assert {(fast, django) for fast, _, django in answers} == {(200, 200)}, answers
+        assert any(source == "memcached" for _, source, _ in answers), answers  # nginx's fast path
+        assert requests.get(farm.url + fast_url, timeout=10).json() == final
+        for host in ("web1", "web2"):
+            download = _download(farm, alice, final["result_url"], host)
+            assert download.status_code == 200 and download.content.startswith(b"rank,"), host
+    # It ran on a worker host; both web hosts served the user (round robin).
+    assert "succeeded in" in farm.logs("worker1", "worker2")
+    assert "POST /reports/top-customers/" in farm.logs("web1", "web2")
+    assert all(" 200 " in farm.logs(host) for host in ("web1", "web2"))
+
+
+class Visitors(threading.Thread):
+    """Users polling their jobs and loading pages through the balancer,
+    every answer timed, until stopped."""
+
+    def __init__(self, farm: HostFarm, client: WebClient, paths: list[str]) -> None:
+        super().__init__(daemon=True)
+        self.farm, self.client, self.paths = farm, client, paths
+        self.answers: list[tuple[float, str, int, str | None, float]] = []  # at, path, status, Retry-After, s
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        with self.farm.lan.inside("client"):
+            while not self.stop.is_set():
+                for path in self.paths:
+                    at = time.monotonic()
+                    try:
+                        response = self.client.get(path, allow_redirects=False, timeout=30)
+                        status, retry = response.status_code, response.headers.get("Retry-After")
+                    except requests.RequestException:
+                        status, retry = 0, None
+                    self.answers.append((at, path, status, retry, time.monotonic() - at))
+                    self.stop.wait(0.05)
+
+
+def test_a_memcached_host_that_vanishes_costs_no_request_more_than_the_timeout(farm):
+    with farm.lan.inside("client"):
+        users = [WebClient(farm.url).login(name) for name in ("alice", "bob")]
+        jobs = [_start(user, "sales-by-region", ALL_DATES) for user in users]
+    visitors = [
+        Visitors(
+            farm, user, [f"/progress/{job['job']}/", job["public_progress_url"], f"/jobs/{job['job']}/", "/"]
+        )
+        for user, job in zip(users, jobs, strict=True)
+    ]
+    for visitor in visitors:
+        visitor.start()
+    time.sleep(2)  # the load before the fault: answers to compare with
+    cut_at = time.monotonic()
+    farm.lan.unplug("mc2")
+    time.sleep(8)
+    farm.lan.plug("mc2")
+    healed_at = time.monotonic()
+    time.sleep(4)
+    for visitor in visitors:
+        visitor.stop.set()
+        visitor.join(30)
+    answers = [answer for visitor in visitors for answer in visitor.answers]
+    during = [a for a in answers if cut_at <= a[0] < healed_at]
+    assert len(during) > 50, len(during)
+    waits = sorted(seconds for *_, seconds in during)
+    p99, worst = waits[int(len(waits) * 0.99)], waits[-1]
+    print(f"\nmc2 unplugged for 8 s: {len(during)} requests, p99 {p99:.3f} s, max {worst:.3f} s")
+    assert worst <= CLIENT_TIMEOUT + MARGIN, (p99, worst)
+    statuses = Counter(status for _, _, status, _, _ in answers)
+    assert all(status < 500 or status == 503 for status in statuses), statuses
+    assert all(retry for _, _, status, retry, _ in answers if status == 503), "a 503 without Retry-After"
+    # Keys on mc1 kept working: some answers during the cut were plain 200s.
+    assert sum(1 for _, _, status, _, _ in during if status == 200) > len(during) // 4
+    # A dead server is marked down, not tried on every request: each web
+    # process says so once, and few requests paid for a try.
+    downs = farm.logs("web1", "web2").count(f"memcached {farm.address('mc2')}:{MEMCACHED_PORT} is down after")
+    assert 1 <= downs <= 8, downs  # 2 nodes x 4 gunicorn workers
+    slow = sum(1 for seconds in waits if seconds > 0.3)
+    assert slow <= 8 * (8 / 1.0 + 2), slow
+
+    # Healed by itself: every job ends right, and new ones run.
+    with farm.lan.inside("client"):
+        for user, job in zip(users, jobs, strict=True):
+            final = processes.wait_for(
+                lambda user=user, job=job: (lambda p: p if p.get("final") else None)(
+                    user.get(f"/progress/{job['job']}/").json()
+                ),
+                timeout=180,
+                what=f"job {job['job']} to end",
+            )
+            assert final["state"] in ("succeeded", "failed", "lost"), final
+        again = _start(users[0], "top-customers", {**ALL_DATES, "top": 5})
+        final = processes.wait_for(
+            lambda: (lambda p: p if p.get("final") else None)(
+                users[0].get(f"/progress/{again['job']}/").json()
+            ),
+            timeout=120,
+            what="a job started after the heal",
+        )
+        assert final["state"] == "succeeded", final
+        polls = Counter(
+            requests.get(farm.url + again["public_progress_url"], timeout=10).status_code for _ in range(20)
+        )
+        assert polls == {200: 20}, polls
