@@ -36,6 +36,10 @@ class Job(models.Model):
     # memcached restarted) is sent again, once, by the reaper.
     sent_at = models.DateTimeField(null=True, blank=True)
     sends = models.PositiveSmallIntegerField(default=0)
+    # The running job's heartbeat, written here only while memcached cannot
+    # take it (its worker lost its way there): the reaper must not take a job
+    # for lost that is alive and merely unpublished.
+    beat_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]

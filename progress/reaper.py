@@ -7,7 +7,9 @@ ends it as `lost` in memcached and the database and hands it to `on_lost`,
 which may run it again as a new job (the report types decide).
 
 The reaper never judges by the database alone: while memcached is
-unreachable nobody can see heartbeats, and it waits. A record missing from a
+unreachable nobody can see heartbeats, and it waits. A worker that alone
+lost its way to memcached beats in the job's row instead (Job.beat_at), and
+a job that beat there lately is alive, whatever memcached's record says. A record missing from a
 memcached that answers (restarted, evicted) gets the same grace: a live job
 writes it again within one heartbeat.
 
@@ -45,7 +47,10 @@ def reap(*, on_lost: OnLost | None = None, now: float | None = None) -> list[str
     now = time.time() if now is None else now
     silence = lost_after()
     cutoff = datetime.fromtimestamp(now, UTC) - timedelta(seconds=silence)
-    suspects = list(Job.objects.filter(state=State.RUNNING, started_at__lt=cutoff))
+    # A job that beat in its row lately is alive, whatever memcached says (progress.reporter).
+    suspects = list(
+        Job.objects.filter(state=State.RUNNING, started_at__lt=cutoff).exclude(beat_at__gte=cutoff)
+    )
     if not suspects:
         return []
     try:

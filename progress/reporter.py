@@ -20,10 +20,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from datetime import UTC, datetime
+
+from django.db import DatabaseError, connection
 
 from progress import store
 from progress.conf import get_config
 from progress.exceptions import JobCancelled, JobEnded, ProgressUnavailable
+from progress.models import Job
 from progress.records import JobRecord
 from progress.states import State
 
@@ -60,6 +64,8 @@ class ProgressReporter:
         self._ended = False  # ended by someone else: write nothing more
         self._due = 0.0  # monotonic time of the next write
         self._last_flush = 0.0
+        self._published = time.monotonic()  # the last write memcached took
+        self._beat_in_db = 0.0
         self._rate: float | None = None  # fraction of the job per second
         self._last_sample: tuple[float, float] | None = None
         self._last_warning = -WARN_EVERY
@@ -167,6 +173,7 @@ class ProgressReporter:
                     self._cancelled = True
                     self._due = 0.0  # the next update() raises
                 self.flushes += 1
+                self._published = now_mono
             except ProgressUnavailable as exc:
                 # The job goes on: progress is a view of the work, not the work.
                 if now_mono - self._last_warning >= WARN_EVERY:
@@ -234,8 +241,28 @@ class ProgressReporter:
             self._heartbeat = None
 
     def _beat(self) -> None:
-        while not self._stop.wait(self.heartbeat_interval / 2):
-            if time.monotonic() - self._last_flush >= self.heartbeat_interval / 2:
-                self.flush()
-            if self.on_beat is not None:
-                self.on_beat()
+        try:
+            while not self._stop.wait(self.heartbeat_interval / 2):
+                if time.monotonic() - self._last_flush >= self.heartbeat_interval / 2:
+                    self.flush()
+                if self.on_beat is not None:
+                    self.on_beat()
+                self._beat_in_database()
+        finally:
+            if self._beat_in_db:
+                connection.close()  # this thread's own, opened for the beats
+
+    def _beat_in_database(self) -> None:
+        """While memcached takes no write (this worker lost its way there),
+        the heartbeat goes to the job's row, once an interval: the reaper
+        on another worker, which still reads memcached's stale heartbeat,
+        sees the job is alive and leaves it running."""
+        now = time.monotonic()
+        interval = self.heartbeat_interval
+        if self._ended or now - self._published < interval or now - self._beat_in_db < interval:
+            return
+        self._beat_in_db = now
+        try:
+            Job.objects.filter(pk=self.record.job, state=State.RUNNING).update(beat_at=datetime.now(UTC))
+        except DatabaseError as exc:
+            logger.warning("job %s: no heartbeat anywhere: %s", self.record.job, exc)

@@ -13,9 +13,10 @@ from progress.exceptions import JobNotRunnable
 from progress.launch import reap_lost_jobs, start_job
 from progress.models import Job
 from progress.reaper import reap
+from progress.reporter import ProgressReporter
 from progress.services import begin_job
 from reports.registry import get_report
-from tests.processes import free_port
+from tests.processes import free_port, wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -88,6 +89,30 @@ def test_a_beating_job_is_left_alone(alice):
     Job.objects.filter(pk=job.id).update(started_at=datetime.now(UTC) - timedelta(seconds=60))
     assert reap() == []
     assert Job.objects.get(pk=job.id).state == "running"
+
+
+def test_a_job_whose_worker_lost_memcached_beats_in_its_row_and_is_left_alone(
+    alice, settings, transactional_db
+):
+    """Its worker cannot reach memcached (cut off from it): memcached holds a
+    heartbeat that stopped, the reporter beats in the job's row, and the
+    reaper, which still reads memcached, leaves the job running."""
+    job = _running(alice)
+    record = store.read(job.id)
+    reporter = ProgressReporter(record, flush_interval=0, heartbeat_interval=0.2)
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    reporter.start_heartbeat()
+    try:
+        wait_for(lambda: Job.objects.get(pk=job.id).beat_at, timeout=5, what="a heartbeat in the row")
+    finally:
+        reporter.stop_heartbeat()
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [settings.CACHES["default"]["LOCATION"][0]]}
+    assert store.read(job.id).heartbeat_at < time.time() - 5  # memcached's says it stopped
+    assert reap() == []
+    assert Job.objects.get(pk=job.id).state == "running"
+    # Without the row's beat, the same job is lost.
+    Job.objects.filter(pk=job.id).update(beat_at=None)
+    assert reap() == [job.id]
 
 
 def test_with_memcached_down_nobody_is_declared_lost(alice, settings):
