@@ -33,11 +33,13 @@ system-packages:
 farm-packages:
 	$(call need,nginx,nginx)
 
-# Only the tests and benchmarks need a browser, a load generator and
-# PostgreSQL's programs (they start a server of their own on a free port).
+# Only the tests and benchmarks need a browser, a load generator,
+# PostgreSQL's programs (they start a server of their own on a free port) and
+# iproute2 (the farm of hosts is built of network namespaces).
 test-packages: farm-packages
 	$(call need,chromium,chromium)
 	$(call need,wrk,wrk)
+	$(call need,ip,iproute2)
 	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
 	  [ -f $(APT_UPDATED) ] || { $(APT) update -qq && touch $(APT_UPDATED); }; \
 	  echo "installing postgresql from the OS packages"; $(APT) install -y -qq postgresql >/dev/null; }

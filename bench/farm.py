@@ -9,6 +9,12 @@ a publisher process keeps moving (a progress write per job every 0.25 s, each
 publishing the fast path's document). Then 1,000 concurrent clients on the
 fast path and on the Django endpoint, counting every error. Two gunicorn
 nodes, two memcached servers, PostgreSQL.
+
+Then the farm of hosts (tests/hostfarm.py: every role configured from
+deploy/), twice in the same run: every host on one machine (all addresses on
+one loopback), and every host on its own network namespace, on a bridge. The
+same three measurements on each, from a client host: what crossing a network
+costs the farm, as a ratio.
 """
 
 import json
@@ -26,7 +32,8 @@ from pathlib import Path
 import requests
 
 from bench.endpoint import CONNECTIONS, DURATION, THREADS, wrk_stats
-from tests import processes
+from tests import hosts, processes
+from tests.hostfarm import HOSTS, host_farm
 
 JOBS = int(os.environ.get("BENCH_FARM_JOBS", "100"))
 MANY = int(os.environ.get("BENCH_FARM_CLIENTS", "1000"))
@@ -98,38 +105,63 @@ def run() -> dict:
         argv = [sys.executable, "-m", "bench.farm_publisher", str(JOBS), str(state)]
         publisher = processes.Process("publisher", argv, log_dir=workdir, env=env).start()
         started.append(publisher)
-        processes.wait_for(
-            lambda: _writes(state) > JOBS or not publisher.alive(), timeout=120, what="publisher"
-        )
-        assert publisher.alive(), publisher.log()
-        published = json.loads(state.read_text())
-        cookie = f"sessionid={published['session']}"
-        fast = workdir / "fast.txt"
-        fast.write_text("".join(f"/progress/{job}/{token}/\n" for job, token in published["jobs"]))
-        django = workdir / "django.txt"
-        django.write_text("".join(f"/progress/{job}/\n" for job, _ in published["jobs"]))
-        static = workdir / "static.txt"
-        static.write_text(STATIC + "\n")
-        job, token = published["jobs"][0]
-        sample = requests.get(f"{base}/progress/{job}/{token}/", timeout=5)
-        assert sample.headers.get("X-Progress-Source") == "memcached", sample.headers
-        document_bytes = len(sample.content)
-        static_bytes = len(requests.get(base + STATIC, timeout=5).content)
-
-        results: dict = {"document_bytes": document_bytes, "static_bytes": static_bytes}
-        few = {"connections": CONNECTIONS, "duration": DURATION}
-        for paths, extra in ((static, {}), (django, {"cookie": cookie}), (fast, {})):
-            _wrk(base, paths, connections=CONNECTIONS, duration="2s", **extra)  # warm-up
-        results["static"] = _wrk(base, static, **few)
-        results["django"] = _wrk(base, django, cookie=cookie, **few)
-        results["fast"] = _wrk(base, fast, **few)
+        results, (fast, django, cookie) = _three(base, workdir, state, publisher)
         many = {"connections": str(MANY), "duration": MANY_DURATION}
         before, since = _writes(state), time.monotonic()
         results["fast_many"] = _wrk(base, fast, **many)
         results["django_many"] = _wrk(base, django, cookie=cookie, **many)
         results["writes_per_second"] = (_writes(state) - before) / (time.monotonic() - since)
         assert publisher.alive(), publisher.log()
-        return results
+    results["layouts"] = {"one machine": _on_hosts(one_machine=True), "hosts": _on_hosts(one_machine=False)}
+    return results
+
+
+def _three(base: str, workdir: Path, state: Path, publisher: processes.Process) -> tuple[dict, tuple]:
+    """The static file, the Django endpoint and the fast path, each by wrk
+    with CONNECTIONS clients, once the publisher's jobs are running."""
+    processes.wait_for(lambda: _writes(state) > JOBS or not publisher.alive(), timeout=120, what="publisher")
+    assert publisher.alive(), publisher.log()
+    published = json.loads(state.read_text())
+    cookie = f"sessionid={published['session']}"
+    fast = workdir / "fast.txt"
+    fast.write_text("".join(f"/progress/{job}/{token}/\n" for job, token in published["jobs"]))
+    django = workdir / "django.txt"
+    django.write_text("".join(f"/progress/{job}/\n" for job, _ in published["jobs"]))
+    static = workdir / "static.txt"
+    static.write_text(STATIC + "\n")
+    job, token = published["jobs"][0]
+    sample = requests.get(f"{base}/progress/{job}/{token}/", timeout=5)
+    assert sample.headers.get("X-Progress-Source") == "memcached", sample.headers
+    results: dict = {"document_bytes": len(sample.content)}
+    results["static_bytes"] = len(requests.get(base + STATIC, timeout=5).content)
+    few = {"connections": CONNECTIONS, "duration": DURATION}
+    for paths, extra in ((static, {}), (django, {"cookie": cookie}), (fast, {})):
+        _wrk(base, paths, connections=CONNECTIONS, duration="2s", **extra)  # warm-up
+    results["static"] = _wrk(base, static, **few)
+    results["django"] = _wrk(base, django, cookie=cookie, **few)
+    results["fast"] = _wrk(base, fast, **few)
+    return results, (fast, django, cookie)
+
+
+def _on_hosts(*, one_machine: bool) -> dict:
+    """The three measurements on the farm of hosts, from its client host;
+    the publisher runs on a worker host."""
+    workdir = Path(tempfile.mkdtemp(prefix="bench-hosts-"))
+    try:
+        with (
+            hosts.lan(HOSTS, one_machine=one_machine) as lan,
+            host_farm(lan, workdir, extra={"LOG_LEVEL": "WARNING"}, workers=False, seed=False) as farm,
+        ):
+            state = workdir / "jobs.json"
+            argv = [sys.executable, "-m", "bench.farm_publisher", str(JOBS), str(state)]
+            publisher = lan.start("worker1", "publisher", argv, log_dir=workdir, env=farm.env)
+            try:
+                with lan.inside("client"):  # requests and wrk, from the client host
+                    return _three(farm.url, workdir, state, publisher)[0]
+            finally:
+                publisher.stop()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def report(r: dict) -> str:
@@ -159,6 +191,22 @@ def report(r: dict) -> str:
         f"fast-path answers from memcached: {r['fast']['fast']} of {r['fast']['ok']}, "
         f"{r['fast_many']['fast']} of {r['fast_many']['ok']} with {MANY} clients"
     )
+    lines += [
+        "",
+        "The farm of hosts, configured from deploy/ (nodes of 4 gunicorn workers x 4 threads), "
+        "from a client host:",
+        f"{'':40} {'one machine':>12} {'hosts':>12} {'hosts / one':>12}",
+    ]
+    one, apart = r["layouts"]["one machine"], r["layouts"]["hosts"]
+    for name, key in (("nginx static file", "static"), ("Django endpoint", "django"), ("fast path", "fast")):
+        lines.append(
+            f"{name + ' (req/s)':40} {one[key]['rps']:12.0f} {apart[key]['rps']:12.0f} "
+            f"{apart[key]['rps'] / one[key]['rps']:12.2f}"
+        )
+        lines.append(f"{name + ' (p99 ms)':40} {one[key]['p99']:12.2f} {apart[key]['p99']:12.2f}")
+        errors = one[key]["errors"] + apart[key]["errors"]
+        if errors:
+            lines.append(f"{name + ' (errors)':40} {one[key]['errors']:12d} {apart[key]['errors']:12d}")
     return "\n".join(lines)
 
 

@@ -5,6 +5,7 @@ import os
 import threading
 import zlib
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -342,6 +343,7 @@ class StableHashClient(HashClient):
             self.close()
 
 
+@lru_cache(maxsize=1024)
 def server_address(server: Any) -> str:
     """A pymemcache client's server, (host, port) or a string, as "host:port"."""
     if isinstance(server, tuple):

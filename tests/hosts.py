@@ -81,19 +81,29 @@ def _setns(path: str) -> None:
 
 
 class Lan:
-    """Hosts on one bridge. `addresses` maps a host's name to its address."""
+    """Hosts on one bridge. `addresses` maps a host's name to its address.
 
-    def __init__(self, hosts: dict[str, int]) -> None:
+    one_machine=True: the same hosts and addresses, all in one namespace, on
+    its loopback: the farm on one machine, for comparing with (bench/farm.py)."""
+
+    def __init__(self, hosts: dict[str, int], *, one_machine: bool = False) -> None:
+        self.one_machine = one_machine
         self.tag = f"wf{os.getpid()}"
         self.switch = f"{self.tag}-switch"
         self.addresses = {name: f"{SUBNET}.{octet}" for name, octet in hosts.items()}
         self._made: list[str] = []
 
     def netns(self, host: str) -> str:
-        return f"{self.tag}-{host}"
+        return f"{self.tag}-machine" if self.one_machine else f"{self.tag}-{host}"
 
     def build(self) -> "Lan":
         remove_leftovers()
+        if self.one_machine:
+            netns = self._add_netns(self.netns(""))
+            _ip("-n", netns, "link", "set", "lo", "up")
+            for address in self.addresses.values():
+                _ip("-n", netns, "addr", "add", f"{address}/32", "dev", "lo")
+            return self
         self._add_netns(self.switch)
         _ip("-n", self.switch, "link", "add", "br0", "type", "bridge")
         _ip("-n", self.switch, "link", "set", "br0", "up")
@@ -182,10 +192,10 @@ class Lan:
 
 
 @contextmanager
-def lan(hosts: dict[str, int]) -> Iterator[Lan]:
+def lan(hosts: dict[str, int], *, one_machine: bool = False) -> Iterator[Lan]:
     """Hosts by name and the last octet of their address, removed afterwards
     whatever happened."""
-    network = Lan(hosts)
+    network = Lan(hosts, one_machine=one_machine)
     try:
         yield network.build()
     finally:

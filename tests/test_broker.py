@@ -3,6 +3,7 @@ retries, and acks_late tasks coming back after their worker is killed."""
 
 import os
 import signal
+import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -142,3 +143,37 @@ def test_a_message_that_is_no_task_goes_to_the_dead_letters_and_the_worker_goes_
         assert reasons == sorted(["bad MAC", "not JSON", no_properties, no_properties])
     finally:
         worker.stop()
+
+
+@pytest.mark.parametrize(
+    ("given", "first", "servers"),
+    [
+        ("memcached://", "10.9.0.1:11211", ["10.9.0.1:11211", "10.9.0.2:11211"]),
+        ("memcached://10.9.0.2:11211,10.9.0.1:11211", "10.9.0.2:11211", ["10.9.0.2:11211", "10.9.0.1:11211"]),
+    ],
+)
+def test_celery_connects_where_the_settings_say_whatever_the_environment_holds(given, first, servers):
+    """Celery reads CELERY_BROKER_URL from the environment itself, ahead of
+    the settings that turn the memcached forms into a URL kombu can parse: a
+    process must still connect to the farm's servers, never to localhost."""
+    env = {
+        **processes.with_secret_key(None),
+        "CELERY_BROKER_URL": given,
+        "MEMCACHED_SERVERS": "10.9.0.1:11211,10.9.0.2:11211",
+    }
+    code = (
+        "from webfarm.celery import app; c = app.connection_for_write(); r = app.connection_for_read(); "
+        "print(f'{c.hostname}:{c.port}', f'{r.hostname}:{r.port}', ','.join(c.transport_options['servers']))"
+    )
+    out = subprocess.run(
+        [str(processes.BIN / "python"), "-c", code],
+        env=env,
+        cwd=processes.ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    write, read, listed = out.stdout.split()
+    assert write == read == first
+    assert listed.split(",") == servers
+    assert "localhost" not in out.stdout + out.stderr

@@ -8,38 +8,20 @@ the faults a network makes. The test reaches the farm from a client host.
                                    db (PostgreSQL)
 """
 
-import shutil
-import tempfile
 import threading
 import time
-import uuid
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import ExitStack
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 import requests
 
-from tests import deployment, hosts, processes
-from tests.web import DEMO_PASSWORD, WebClient
+from tests import hosts, processes
+from tests.hostfarm import HOSTS, MEMCACHED_PORT, HostFarm, host_farm
+from tests.web import WebClient
 
 pytestmark = pytest.mark.farm
 
-HOSTS = {
-    "balancer": 5,
-    "web1": 11,
-    "web2": 12,
-    "mc1": 21,
-    "mc2": 22,
-    "worker1": 31,
-    "worker2": 32,
-    "db": 40,
-    "client": 100,
-}
-WEB_PORT = 8000  # deploy/systemd/webfarm-web.service
-MEMCACHED_PORT = 11211  # deploy/memcached/memcached.conf
 ALL_DATES = {"date_from": "2024-01-01", "date_to": "2025-12-31"}
 JSON = {"Accept": "application/json"}
 FAST = "X-Progress-Source"
@@ -58,121 +40,20 @@ REAP_EVERY = 2
 LOST_AFTER = 6
 
 
-@dataclass
-class HostFarm:
-    lan: hosts.Lan
-    dir: Path
-    env: dict
-    url: str  # the balancer
-    started: dict[str, processes.Process] = field(default_factory=dict)
-
-    def address(self, host: str) -> str:
-        return self.lan.addresses[host]
-
-    def node(self, host: str) -> str:
-        return f"http://{self.address(host)}:{WEB_PORT}"
-
-    def logs(self, *hosts_: str) -> str:
-        return "".join(p.log() for name, p in self.started.items() if name.split("-")[0] in hosts_)
-
-
 @pytest.fixture(scope="module")
 def farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostFarm]:
-    base = tmp_path_factory.mktemp("hosts")
-    with ExitStack() as cleanups, hosts.lan(HOSTS) as lan, processes.stopped_after() as started:
-        a = lan.addresses
-        memcached = ",".join(f"{a[h]}:{MEMCACHED_PORT}" for h in ("mc1", "mc2"))
-        env_file = base / "webfarm.env"
-        env_file.write_text(
-            deployment.render_env_file(
-                {
-                    "DJANGO_SECRET_KEY": "hosts-" + uuid.uuid4().hex,
-                    "DJANGO_ALLOWED_HOSTS": ",".join(a[h] for h in ("balancer", "web1", "web2")),
-                    "DJANGO_CSRF_TRUSTED_ORIGINS": f"http://{a['balancer']}",
-                    "DJANGO_SECURE_COOKIES": "false",  # plain HTTP inside the test network
-                    "DATABASE_URL": f"postgres://postgres@{a['db']}:5432/webfarm",
-                    "MEMCACHED_SERVERS": memcached,
-                    "MEMCACHED_NAMESPACE": "webfarm",
-                    "QUEUES_MIRRORS": memcached,
-                    "CELERY_BROKER_URL": "memcached://",
-                    "TRUSTED_PROXIES": a["balancer"],
-                    "QUEUE_API_TOKEN": uuid.uuid4().hex,
-                    "STATS_API_TOKEN": uuid.uuid4().hex,
-                    "ACTIVITY_LOG_FILE": str(base / "activity.log"),
-                },
-                extra={
-                    "DEMO_PASSWORD": DEMO_PASSWORD,
-                    "DEMO_ORDERS": "30000",
-                    # Small chunks: a report runs long enough (half a minute or more) to outlast a fault.
-                    "REPORTS_CHUNK_ROWS": "10",
-                    "REAP_EVERY": str(REAP_EVERY),
-                    "PROGRESS_HEARTBEAT_INTERVAL": "2",
-                    "LIMITS_REPORTS_PER_USER": "10",
-                    "LIMITS_REPORTS_PER_KIND": "50",
-                    "CELERY_BROKER_VISIBILITY_TIMEOUT": str(VISIBILITY_TIMEOUT),
-                },
-            )
-        )
-        env = deployment.process_env(env_file)
-        farm = HostFarm(lan=lan, dir=base, env=env, url=f"http://{a['balancer']}")
-
-        def start(host: str, name: str, argv: list[str]) -> processes.Process:
-            process = lan.start(host, name, argv, log_dir=base, env=env)
-            started.append(process)
-            farm.started[f"{host}-{name}"] = process
-            return process
-
-        # Not under pytest's own directory, which the postgres user may not enter.
-        db_dir = Path(tempfile.mkdtemp(prefix="webfarm-hosts-db-"))
-        cleanups.callback(shutil.rmtree, db_dir, ignore_errors=True)
-        started.append(
-            processes.start_postgres(
-                db_dir,
-                listen=a["db"],
-                port=5432,
-                trust=f"{hosts.SUBNET}.0/{hosts.PREFIX}",
-                wrap=lambda argv: lan.command("db", argv),
-            )
-        )
-        lan.run("db", ["runuser", "-u", "postgres", "--", "createdb", "-h", str(db_dir), "webfarm"], env=env)
-        for host in ("mc1", "mc2"):
-            start(host, "memcached", deployment.memcached_command(a[host]))
-            hosts.wait_port(lan, "client", a[host], MEMCACHED_PORT)
-        manage = [str(processes.BIN / "python"), "manage.py"]
-        lan.run("web1", [*manage, "migrate", "--no-input", "-v", "0"], env=env)
-        lan.run("web1", [*manage, "seed_demo", "-v", "0"], env=env)
-        for n, host in enumerate(("worker1", "worker2"), 1):
-            start(host, "worker", deployment.unit_command("webfarm-worker@.service", str(n), state=base))
-        # Beat on a web host: a worker host cut off from the broker leaves the reaper running.
-        start("web2", "beat", deployment.unit_command("webfarm-beat.service", state=base))
-        for host in ("web1", "web2"):
-            start(host, "web", deployment.unit_command("webfarm-web.service", state=base))
-        conf = _nginx_conf(farm, base)
-        from webfarm.farm import nginx_argv
-
-        start("balancer", "nginx", nginx_argv(conf))
-        with lan.inside("client"):
-            for url in (farm.node("web1"), farm.node("web2"), farm.url):
-                processes.wait_for(
-                    lambda url=url: requests.get(f"{url}/accounts/login/", timeout=2).status_code == 200,
-                    timeout=90,
-                    what=url,
-                )
-        for host in ("worker1", "worker2"):
-            processes.wait_for(lambda host=host: " ready." in farm.logs(host), timeout=90, what=host)
+    extra = {
+        "DEMO_ORDERS": "30000",
+        # Small chunks: a report runs long enough (half a minute or more) to outlast a fault.
+        "REPORTS_CHUNK_ROWS": "10",
+        "REAP_EVERY": str(REAP_EVERY),
+        "PROGRESS_HEARTBEAT_INTERVAL": "2",
+        "LIMITS_REPORTS_PER_USER": "10",
+        "LIMITS_REPORTS_PER_KIND": "50",
+        "CELERY_BROKER_VISIBILITY_TIMEOUT": str(VISIBILITY_TIMEOUT),
+    }
+    with hosts.lan(HOSTS) as lan, host_farm(lan, tmp_path_factory.mktemp("hosts"), extra=extra) as farm:
         yield farm
-
-
-def _nginx_conf(farm: HostFarm, base: Path) -> Path:
-    from webfarm.farm import render_nginx
-
-    return render_nginx(
-        listen=f"{farm.address('balancer')}:80",
-        web=[f"{farm.address(h)}:{WEB_PORT}" for h in ("web1", "web2")],
-        memcached=[f"{farm.address(h)}:{MEMCACHED_PORT}" for h in ("mc1", "mc2")],
-        namespace="webfarm",
-        run_dir=base / "nginx",
-    )
 
 
 def _start(client: WebClient, kind: str, params: dict) -> dict:
@@ -217,6 +98,10 @@ def test_a_report_runs_on_a_worker_host_and_is_followed_through_the_balancer(far
         for host in ("web1", "web2"):
             download = _download(farm, alice, final["result_url"], host)
             assert download.status_code == 200 and download.content.startswith(b"rank,"), host
+    # No process fell back to a default address (the broker's URL: settings.py).
+    logs = farm.logs(*HOSTS)
+    assert "Reverting to default 'localhost'" not in logs and "@localhost" not in logs
+    assert f"transport:   memcached://:**@{farm.address('mc1')}:{MEMCACHED_PORT}//" in farm.logs("worker1")
     # It ran on a worker host; both web hosts served the user (round robin).
     assert "succeeded in" in farm.logs("worker1", "worker2")
     assert "POST /reports/top-customers/" in farm.logs("web1", "web2")

@@ -212,6 +212,11 @@ if CELERY_BROKER_URL.startswith("memcached://"):
         "servers": _broker_servers,
         "visibility_timeout": env_int("CELERY_BROKER_VISIBILITY_TIMEOUT", 60),
     }
+# Celery reads CELERY_BROKER_URL from the environment itself, ahead of these
+# settings, and kombu cannot parse the memcached forms above (no host, or a
+# list): it would fall back to localhost. The read and write URLs it uses come
+# from these settings, unless the environment names them too.
+CELERY_BROKER_READ_URL = CELERY_BROKER_WRITE_URL = CELERY_BROKER_URL
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "webfarm")
 CELERY_TASK_IGNORE_RESULT = True
