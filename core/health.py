@@ -18,6 +18,7 @@ against the server; nor is an answer, even an error such as out of memory.
 
 import errno
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -48,6 +49,17 @@ class _Failing:
 
 
 _lock = threading.Lock()
+
+
+def _fresh_lock_in_child() -> None:
+    # A child forked while another thread held the lock (Celery's prefork
+    # pool, gunicorn's workers) would wait on it forever.
+    global _lock
+    _lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_lock_in_child)
+
 # Servers ("host:port") that failed lately; a healthy server is not in it,
 # so a call to one costs one dict lookup.
 _failing: dict[str, _Failing] = {}

@@ -15,7 +15,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # real workers on a Redis of their own.
     from webfarm.celery import app
 
-    app.conf.broker_url = "memory://"
+    # The read and write URLs too: the settings set them (webfarm/settings.py).
+    app.conf.broker_url = app.conf.broker_read_url = app.conf.broker_write_url = "memory://"
 
 
 @pytest.fixture(scope="session")

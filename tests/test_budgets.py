@@ -100,7 +100,10 @@ def memcached_broker(memcached_server, progress_on_real_memcached):
     from webfarm.celery import app
 
     before = app.conf.broker_url, app.conf.broker_transport_options
-    app.conf.broker_url = f"memcached://{memcached_server}"
+    # The read and write URLs follow (the settings set them to the broker's URL).
+    app.conf.broker_url = app.conf.broker_read_url = app.conf.broker_write_url = (
+        f"memcached://{memcached_server}"
+    )
     app.conf.broker_transport_options = {
         "servers": [memcached_server],
         "namespace": progress_on_real_memcached,
@@ -108,6 +111,7 @@ def memcached_broker(memcached_server, progress_on_real_memcached):
     app._pool, app.amqp._producer_pool = None, None
     yield
     app.conf.broker_url, app.conf.broker_transport_options = before
+    app.conf.broker_read_url = app.conf.broker_write_url = before[0]
     app._pool, app.amqp._producer_pool = None, None
 
 

@@ -5,8 +5,11 @@ memcached and a real socket that accepts connections and never answers, the
 way a host that vanished behind a switch behaves for a connection that was
 already open."""
 
+import os
+import signal
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import suppress
 
@@ -197,3 +200,26 @@ def test_a_server_that_answers_with_an_error_is_not_down(settings, memcached_ser
     assert not health.is_down(memcached_server)
     ring.set("small", b"x")
     assert ring.get("small") == b"x"
+
+
+def test_a_child_forked_while_the_lock_was_held_can_still_mark_a_server_down(two_servers):
+    """Celery's prefork pool forks while other threads run: a child must not
+    inherit a lock held by a thread it does not have."""
+    _, dead = two_servers
+    with health._lock:
+        pid = os.fork()
+        if pid == 0:  # the child: mark the server down, and say whether it could
+            try:
+                for _ in range(2):  # DOWN_AFTER
+                    health._failed(dead)
+                os._exit(0 if health.is_down(dead) else 1)
+            finally:
+                os._exit(2)
+    deadline = time.monotonic() + 10
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the child hung on the lock it inherited")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
