@@ -9,9 +9,9 @@ which may run it again as a new job (the report types decide).
 The reaper never judges by the database alone: while memcached is
 unreachable nobody can see heartbeats, and it waits. A worker that alone
 lost its way to memcached beats in the job's row instead (Job.beat_at), and
-a job that beat there lately is alive, whatever memcached's record says. A record missing from a
-memcached that answers (restarted, evicted) gets the same grace: a live job
-writes it again within one heartbeat.
+a job that beat there lately is alive, whatever memcached's record says. A
+record missing from a memcached that answers (restarted, evicted) gets the
+same grace: a live job writes it again within one heartbeat.
 
 It also looks after queued jobs whose task never reached a worker
 (`reap_queued`): the web process died between writing the job and sending

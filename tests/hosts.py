@@ -18,14 +18,14 @@ import os
 import re
 import shlex
 import signal
+import socket
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-from tests.processes import ROOT, Process
+from tests.processes import ROOT, Process, wait_for
 
 SUBNET = "198.18.0"
 PREFIX = 24
@@ -69,15 +69,12 @@ def remove_leftovers() -> list[str]:
     return removed
 
 
-def _setns(path: str) -> None:
+def _setns(fd: int) -> None:
+    """Move this thread into the network namespace `fd` is open on."""
     libc = ctypes.CDLL(None, use_errno=True)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        if libc.setns(fd, _CLONE_NEWNET) != 0:
-            errno = ctypes.get_errno()
-            raise OSError(errno, f"setns {path}: {os.strerror(errno)}")
-    finally:
-        os.close(fd)
+    if libc.setns(fd, _CLONE_NEWNET) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"setns: {os.strerror(errno)}")
 
 
 class Lan:
@@ -150,17 +147,16 @@ class Lan:
     @contextmanager
     def inside(self, host: str) -> Iterator[None]:
         """Sockets this thread opens (and processes it starts) belong to `host`."""
-        home = f"/proc/self/task/{threading.get_native_id()}/ns/net"
-        back = os.open(home, os.O_RDONLY)
+        back = os.open(f"/proc/self/task/{threading.get_native_id()}/ns/net", os.O_RDONLY)
+        there = os.open(NETNS_DIR / self.netns(host), os.O_RDONLY)
         try:
-            _setns(str(NETNS_DIR / self.netns(host)))
+            _setns(there)
             try:
                 yield
             finally:
-                libc = ctypes.CDLL(None, use_errno=True)
-                if libc.setns(back, _CLONE_NEWNET) != 0:
-                    raise OSError(ctypes.get_errno(), "setns back to the test's own network failed")
+                _setns(back)
         finally:
+            os.close(there)
             os.close(back)
 
     # -- faults ----------------------------------------------------------------
@@ -204,15 +200,9 @@ def lan(hosts: dict[str, int], *, one_machine: bool = False) -> Iterator[Lan]:
 
 def wait_port(network: Lan, host: str, address: str, port: int, *, timeout: float = 60) -> None:
     """Wait until `address:port` accepts connections, as seen from `host`."""
-    import socket
-
-    deadline = time.monotonic() + timeout
     with network.inside(host):
-        while True:
-            try:
-                socket.create_connection((address, port), timeout=0.5).close()
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{address}:{port} does not answer {host}") from None
-                time.sleep(0.1)
+        wait_for(
+            lambda: socket.create_connection((address, port), timeout=0.5).close() or True,
+            timeout=timeout,
+            what=f"{address}:{port}, seen from {host}",
+        )
