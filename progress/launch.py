@@ -168,7 +168,10 @@ def start_job(
             raise
         _send(job, job_type, slots=lease.keys)
         return job
-    scope, limit = looked.scopes[-1]
+    # Every try lost a race. A last look refuses with the limit that is full
+    # now; if none is, the one with the least room is where the racers met.
+    looked = look_at_limits(user=user, job_type=job_type)
+    scope, limit = min(looked.scopes, key=lambda s: s[1] - len(looked.held[s[0]]))
     raise _refused(user, job_type, LimitReached(scope, limit, list(looked.held[scope].values())))
 
 

@@ -8,7 +8,7 @@ from django.test import Client
 
 from core import counters, slots
 from core.client import get_client
-from core.slots import Lease, LimitReached, SlotsUnavailable, acquire
+from core.slots import Lease, LimitReached, SlotsTaken, SlotsUnavailable, acquire
 from progress import services as progress_services
 from progress import store
 from progress.launch import StartRefused, start_job
@@ -169,6 +169,26 @@ def test_a_racer_taking_the_chosen_slot_leaves_nothing_of_the_start_behind(
     assert not keyspace.items(memcached_server, f"{progress_on_real_memcached}:pub:{'R' * 22}")
     assert slots.holders(f"reports-user:{alice.pk}", 2) == ["racer", "racer"]
     assert slots.holders("reports-kind:sales-by-region", 3) == []  # the kind slot it took was given back
+
+
+def test_a_start_that_loses_every_race_is_refused_by_the_limit_in_its_way(alice, monkeypatch):
+    """Racers take alice's last free slot just before each of this start's
+    tries: the refusal names her limit (the one the racers met), not the
+    report type's, which has room to spare (a flood once said "already being
+    run 50 times" to a user at her own limit)."""
+    from progress import launch
+
+    report = get_report("sales-by-region")
+    start_job(user=alice, job_type=report, params=_params())  # one of her 2 slots held
+
+    def lose_the_race(**kwargs):
+        raise SlotsTaken("a racer took the slot first")
+
+    monkeypatch.setattr(launch.services, "create_job", lose_the_race)
+    with pytest.raises(StartRefused) as refused:
+        start_job(user=alice, job_type=report, params=_params())
+    assert refused.value.reason == "reports-user", refused.value.message
+    assert "You already have" in refused.value.message
 
 
 def test_a_report_type_over_its_farm_limit_is_refused(alice):
