@@ -40,6 +40,9 @@ class Job(models.Model):
     # take it (its worker lost its way there): the reaper must not take a job
     # for lost that is alive and merely unpublished.
     beat_at = models.DateTimeField(null=True, blank=True)
+    # A job split in parts: when its merge was sent (by the part that finished
+    # last), so the merge is sent once, whoever counts.
+    merge_sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -47,3 +50,30 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.id} ({self.state})"
+
+
+class JobPart(models.Model):
+    """One part of a job split to run on many workers at once (progress.parts).
+
+    The row is the durable record of which parts finished: memcached counts
+    them down for speed, and after a memcached restart the rows decide.
+    """
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="parts")
+    index = models.PositiveIntegerField()
+    # Its share of the job's work (rows, ids...): the combined bar weighs parts by it.
+    size = models.PositiveBigIntegerField(default=1)
+    params = models.JSONField(default=dict, blank=True)
+    state = models.CharField(max_length=16, choices=[(s.value, s.value) for s in State], default=State.QUEUED)
+    worker = models.CharField(max_length=200, blank=True)
+    # What the part hands to the merge (small: counts, partial sums, a file's name).
+    result = models.JSONField(default=dict, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["job", "index"]
+        constraints = [models.UniqueConstraint(fields=["job", "index"], name="one_row_per_part")]
+
+    def __str__(self) -> str:
+        return f"part {self.index} of {self.job_id} ({self.state})"

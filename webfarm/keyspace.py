@@ -94,6 +94,12 @@ FAMILIES: tuple[Family, ...] = (
         "a running job's lapses after its silence would make it lost; an ended one's after FINAL_TTL",
     ),
     Family(
+        "parts left",
+        re.compile(rf"parts:{ID}:left"),
+        lambda: _progress("RECORD_TTL"),
+        "a split job's parts still to finish, counted down by each; lives as long as a running job's record",
+    ),
+    Family(
         "reaper's missing-record mark",
         re.compile(rf"reap:missing:{ID}"),
         lambda: 4 * _lost_after() + 60,

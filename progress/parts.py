@@ -1,0 +1,107 @@
+"""A job split into parts that run as separate tasks on any workers, and the
+count of the parts still to finish (issue 18's fan-out; the combined bar and
+the tasks build on this).
+
+Each part's row (JobPart) is the durable record of whether it finished. The
+count lives in memcached as well (`parts:<job>:left`), so that a part that
+is not the last learns so in one round trip, without a query. The part whose
+finish takes the count to zero sends the merge. It is sent once:
+
+- a part delivered twice finishes once: only the first finish changes its
+  row (queued or running -> succeeded), and only that one counts down;
+- a count memcached lost (restarted, evicted, unreachable) is never made
+  again: the rows are counted instead, by every part that finishes after;
+- a zero is believed only when the rows agree (a count planted in
+  memcached cannot merge a job early), and the merge is then claimed in the
+  job's row (Job.merge_sent_at), which one update wins however many parts
+  counted zero at once.
+"""
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from pymemcache.exceptions import MemcacheError
+
+from core.client import get_client
+from progress.conf import get_config
+from progress.models import Job, JobPart
+from progress.states import State
+
+logger = logging.getLogger(__name__)
+
+_UNFINISHED = (State.QUEUED, State.RUNNING)
+
+
+@dataclass(frozen=True)
+class PartSpec:
+    """One part as the job type splits it: its share of the work and what it works on."""
+
+    size: int = 1
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def left_key(job_id: str) -> str:
+    return f"parts:{job_id}:left"
+
+
+def create_parts(job: Job, specs: Sequence[PartSpec]) -> list[JobPart]:
+    """The job's parts, queued, and their count in memcached (which may
+    fail: the rows are enough)."""
+    if not specs:
+        raise ValueError("a job split in parts needs at least one part")
+    rows = JobPart.objects.bulk_create(
+        JobPart(job=job, index=index, size=max(spec.size, 0), params=spec.params)
+        for index, spec in enumerate(specs)
+    )
+    try:
+        get_client().set(left_key(job.id), str(len(rows)).encode(), expire=get_config()["RECORD_TTL"])
+    except (MemcacheError, OSError) as exc:
+        logger.warning("job %s: parts counted in the database only: %s", job.id, exc)
+    return rows
+
+
+def start_part(job_id: str, index: int, *, worker: str) -> bool:
+    """Mark a queued part running on `worker`; False when it is not queued
+    (delivered twice, cancelled, or finished): the caller must not run it."""
+    return bool(
+        JobPart.objects.filter(job_id=job_id, index=index, state=State.QUEUED).update(
+            state=State.RUNNING, worker=worker[:200], started_at=datetime.now(UTC)
+        )
+    )
+
+
+def finish_part(job_id: str, index: int, *, result: dict[str, Any] | None = None) -> bool:
+    """Record that a part finished. True for exactly one caller per job:
+    the one that must send the merge, all parts being done."""
+    finished = JobPart.objects.filter(job_id=job_id, index=index, state__in=_UNFINISHED).update(
+        state=State.SUCCEEDED, result=result or {}, finished_at=datetime.now(UTC)
+    )
+    if not finished:
+        return False  # finished already: that finish counted
+    left = _count_down(job_id)
+    if left is None or left == 0:
+        # memcached lost the count, or says this was the last: the rows decide.
+        left = parts_left(job_id)
+    return left == 0 and _claim_merge(job_id)
+
+
+def parts_left(job_id: str) -> int:
+    return JobPart.objects.filter(job_id=job_id).exclude(state=State.SUCCEEDED).count()
+
+
+def _count_down(job_id: str) -> int | None:
+    """The count after this part's finish; None when memcached has none."""
+    try:
+        return get_client().decr(left_key(job_id), 1)
+    except (MemcacheError, OSError) as exc:
+        logger.info("job %s: parts counted in the database: %s", job_id, exc)
+        return None
+
+
+def _claim_merge(job_id: str) -> bool:
+    return bool(
+        Job.objects.filter(pk=job_id, merge_sent_at__isnull=True).update(merge_sent_at=datetime.now(UTC))
+    )
