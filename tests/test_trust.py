@@ -105,6 +105,7 @@ def test_a_pickle_planted_under_every_key_runs_nothing(tmp_path):
             for key in (
                 f"cancel:{job}",
                 f"reap:missing:{job}",
+                f"parts:{job}:left",
                 f"slot:reports-user:{alice_id}:0",
                 "slot:reports-kind:top-customers:0",
                 "sitelog:recent",
