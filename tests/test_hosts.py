@@ -24,7 +24,6 @@ from tests.web import WebClient
 pytestmark = pytest.mark.farm
 
 ALL_DATES = {"date_from": "2024-01-01", "date_to": "2025-12-31"}
-JSON = {"Accept": "application/json"}
 FAST = "X-Progress-Source"
 # The longest a request may wait on a memcached host that vanished: nginx's
 # fast path waits its read timeout (deploy/nginx) before it hands the poll to
@@ -57,30 +56,30 @@ def farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostFarm]:
         yield farm
 
 
-def _start(client: WebClient, kind: str, params: dict) -> dict:
-    response = client.post(f"/reports/{kind}/", params, headers=JSON)
-    assert response.status_code == 202, response.text
-    return response.json()
-
-
 def _download(farm: HostFarm, client: WebClient, url: str, host: str) -> requests.Response:
     """The result straight from one web node, with the user's session."""
     return requests.get(farm.node(host) + url, cookies=client.session.cookies.get_dict(), timeout=10)
 
 
-def _final(client: WebClient, job: str, *, timeout: float = 180) -> dict:
-    return processes.wait_for(
-        lambda: (lambda p: p if p.get("final") else None)(client.get(f"/progress/{job}/").json()),
-        timeout=timeout,
-        interval=0.2,
-        what=f"job {job} to end",
-    )
+def _final(client: WebClient, job: str) -> dict:
+    return client.wait_until(job, lambda p: p["final"], timeout=180, what=f"job {job} to end")
+
+
+def _running_on_a_worker(farm: HostFarm) -> tuple[WebClient, str, str]:
+    """alice's report, running: her client, the job, and the worker host it runs on."""
+    before = {host: farm.logs(host).count(" received") for host in ("worker1", "worker2")}
+    with farm.lan.inside("client"):
+        alice = WebClient(farm.url).login("alice")
+        job = alice.start_report("sales-by-region", ALL_DATES)["job"]
+        alice.wait_until(job, lambda p: p["state"] == "running" and p["percent"] > 0, timeout=60)
+    worker = next(h for h in before if farm.logs(h).count(" received") > before[h])
+    return alice, job, worker
 
 
 def test_a_report_runs_on_a_worker_host_and_is_followed_through_the_balancer(farm):
     with farm.lan.inside("client"):
         alice = WebClient(farm.url).login("alice")
-        started = _start(alice, "top-customers", {**ALL_DATES, "top": 10})
+        started = alice.start_report("top-customers", {**ALL_DATES, "top": 10})
         job, fast_url = started["job"], started["public_progress_url"]
         answers = []
 
@@ -136,7 +135,7 @@ class Visitors(threading.Thread):
 def test_a_memcached_host_that_vanishes_costs_no_request_more_than_the_timeout(farm):
     with farm.lan.inside("client"):
         users = [WebClient(farm.url).login(name) for name in ("alice", "bob")]
-        jobs = [_start(user, "sales-by-region", ALL_DATES) for user in users]
+        jobs = [user.start_report("sales-by-region", ALL_DATES) for user in users]
     visitors = [
         Visitors(
             farm, user, [f"/progress/{job['job']}/", job["public_progress_url"], f"/jobs/{job['job']}/", "/"]
@@ -183,7 +182,7 @@ def test_a_memcached_host_that_vanishes_costs_no_request_more_than_the_timeout(f
         for user, job in zip(users, jobs, strict=True):
             final = _final(user, job["job"])
             assert final["state"] == "succeeded", final
-        again = _start(users[0], "top-customers", {**ALL_DATES, "top": 5})
+        again = users[0].start_report("top-customers", {**ALL_DATES, "top": 5})
         assert _final(users[0], again["job"])["state"] == "succeeded"
         polls = Counter(
             requests.get(farm.url + again["public_progress_url"], timeout=10).status_code for _ in range(20)
@@ -195,7 +194,7 @@ def test_a_web_host_cut_off_from_one_memcached_host_only(farm):
     """web1 loses its way to mc1; web2 and nginx still reach it."""
     with farm.lan.inside("client"):
         users = [WebClient(farm.url).login(name) for name in ("alice", "bob")]
-        jobs = [_start(user, "sales-by-region", ALL_DATES) for user in users]
+        jobs = [user.start_report("sales-by-region", ALL_DATES) for user in users]
     visitors = [
         Visitors(farm, user, [f"/progress/{job['job']}/", job["public_progress_url"], "/"])
         for user, job in zip(users, jobs, strict=True)
@@ -238,12 +237,7 @@ def test_a_web_host_cut_off_from_one_memcached_host_only(farm):
 def test_a_worker_host_cut_off_from_the_broker_mid_task_runs_the_job_once(farm):
     """The worker running a job loses memcached (the broker, the progress
     store) for longer than the broker's visibility timeout, then comes back."""
-    before = {host: farm.logs(host).count(" received") for host in ("worker1", "worker2")}
-    with farm.lan.inside("client"):
-        alice = WebClient(farm.url).login("alice")
-        job = _start(alice, "sales-by-region", ALL_DATES)["job"]
-        alice.wait_until(job, lambda p: p["state"] == "running" and p["percent"] > 0, timeout=60)
-    worker = next(h for h in before if farm.logs(h).count(" received") > before[h])
+    alice, job, worker = _running_on_a_worker(farm)
     for mc in ("mc1", "mc2"):
         farm.lan.cut(worker, mc)
     cut_at = time.monotonic()
@@ -287,12 +281,8 @@ def test_whole_hosts_killed_mid_job(farm):
     at once (last in this module: the hosts stay dead). Through the balancer
     the user's polls are answered throughout, and the job runs again once on
     the other worker host."""
-    before = {host: farm.logs(host).count(" received") for host in ("worker1", "worker2")}
+    alice, job, worker = _running_on_a_worker(farm)
     with farm.lan.inside("client"):
-        alice = WebClient(farm.url).login("alice")
-        job = _start(alice, "sales-by-region", ALL_DATES)["job"]
-        alice.wait_until(job, lambda p: p["state"] == "running" and p["percent"] > 0, timeout=60)
-        worker = next(h for h in before if farm.logs(h).count(" received") > before[h])
         farm.lan.kill(worker)
         farm.lan.kill("web1")
         answers: list[int] = []
