@@ -22,7 +22,9 @@ and BrokerUnavailable. A view that reads a form first may refuse before it,
 cheaper than anything else it does (look_at_limits(), then
 start_job(..., looked=...), which does not look again). The progress app's task runs it on a worker: running,
 heartbeat, cancel, time limit, final state, one run again if its worker dies
-(retry_on_lost=True). In a template: `{% load progress %}{% progress_assets %}`
+(retry_on_lost=True). A job may be split in parts that run at once on
+many workers, with one combined bar (JobType.split, run_part and merge, or
+job_type(..., split=..., merge=...)). In a template: `{% load progress %}{% progress_assets %}`
 in the head and `{% progress_bar job record %}` where the bar goes.
 """
 
@@ -47,8 +49,10 @@ from progress.launch import (
     run_job,
     start_job,
 )
-from progress.models import Job
+from progress.models import Job, JobPart
 from progress.outcome import JobResult
+from progress.parts import PartSpec
+from progress.records import MAX_PARTS
 from progress.reporter import ProgressReporter
 from progress.selectors import job_record, job_rows
 from progress.services import Tracker, cancel_job, record_from_job
@@ -56,15 +60,18 @@ from progress.states import FINAL_STATES, State
 
 __all__ = [
     "FINAL_STATES",
+    "MAX_PARTS",
     "BrokerUnavailable",
     "Job",
     "JobCancelled",
     "JobEnded",
     "JobFailed",
     "JobNotRunnable",
+    "JobPart",
     "JobResult",
     "JobType",
     "Looked",
+    "PartSpec",
     "ProgressReporter",
     "ProgressUnavailable",
     "SlotLimits",

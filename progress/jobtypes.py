@@ -17,8 +17,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.urls import reverse
 
 from progress.conf import get_config
-from progress.models import Job
+from progress.models import Job, JobPart
 from progress.outcome import JobResult
+from progress.parts import PartSpec
 from progress.services import Tracker
 
 # A job type's name is in URLs, counters' labels and the job row (max 64).
@@ -74,6 +75,33 @@ class JobType:
         the result (raise JobFailed with a sentence for the user to fail)."""
         raise NotImplementedError
 
+    # -- a job split in parts that run at once on any workers ------------------
+
+    def split(self, params: dict[str, Any]) -> Sequence[PartSpec] | None:
+        """The parts a job of these params is split into (1 to MAX_PARTS; the
+        web node asks, before the job is recorded), or None to run it whole
+        with run(). Each part runs run_part() as a task of its own, on any
+        worker; merge() runs once, when every part is done.
+
+        The parts do the first of `stages`, the merge the rest: the bar fills
+        the first stage's share from the parts' progress, weighed by their
+        `size`, and the merge's stages take it to 100 %."""
+        return None
+
+    def run_part(
+        self, *, job: Job, part: JobPart, params: dict[str, Any], tracker: Tracker
+    ) -> dict[str, Any]:
+        """Do one part's work (part.params says which), publishing progress
+        through tracker.reporter in the first stage; return a small JSON-safe
+        result, which the merge reads as part.result. Raise JobFailed with a
+        sentence to fail the whole job (the other parts stop)."""
+        raise NotImplementedError
+
+    def merge(self, *, job: Job, parts: list[JobPart], params: dict[str, Any], tracker: Tracker) -> JobResult:
+        """The job's result from its parts' (in index order), once every part
+        is done; it reports the stages after the first."""
+        raise NotImplementedError
+
     def start(self, *, user: AbstractBaseUser, params: dict[str, Any]) -> Job:
         """Start a job of this type for `user` (see progress.launch.start_job)."""
         from progress.launch import start_job
@@ -84,16 +112,40 @@ class JobType:
 JobBody = Callable[..., JobResult]
 
 
+Split = Callable[[dict[str, Any]], Sequence[PartSpec] | None]
+Merge = Callable[..., JobResult]
+
+
 class _FunctionJobType(JobType):
-    def __init__(self, body: JobBody, describe: Callable[[dict[str, Any]], str] | None) -> None:
+    def __init__(
+        self,
+        body: JobBody,
+        describe: Callable[[dict[str, Any]], str] | None,
+        split: Split | None = None,
+        merge: Merge | None = None,
+    ) -> None:
         self.body = body
         self._describe = describe
+        self._split = split
+        self._merge = merge
 
     def describe(self, params: dict[str, Any]) -> str:
         return self._describe(params) if self._describe else self.title
 
     def run(self, *, job: Job, params: dict[str, Any], tracker: Tracker) -> JobResult:
         return self.body(job=job, params=params, tracker=tracker)
+
+    def split(self, params: dict[str, Any]) -> Sequence[PartSpec] | None:
+        return self._split(params) if self._split else None
+
+    def run_part(
+        self, *, job: Job, part: JobPart, params: dict[str, Any], tracker: Tracker
+    ) -> dict[str, Any]:
+        return self.body(job=job, part=part, params=params, tracker=tracker)
+
+    def merge(self, *, job: Job, parts: list[JobPart], params: dict[str, Any], tracker: Tracker) -> JobResult:
+        assert self._merge is not None
+        return self._merge(job=job, parts=parts, params=params, tracker=tracker)
 
 
 def job_type(
@@ -107,12 +159,21 @@ def job_type(
     queue: str | None = None,
     page: str | None = None,
     describe: Callable[[dict[str, Any]], str] | None = None,
+    split: Split | None = None,
+    merge: Merge | None = None,
 ) -> Callable[[JobBody], JobType]:
     """Make a function `body(*, job, params, tracker) -> JobResult` a job
     type and register it. The returned JobType starts jobs (`.start()`);
     the progress app's task runs them, tracked: running, heartbeat, cancel,
     time limit, final state, and a run again when a worker dies (if
-    `retry_on_lost`)."""
+    `retry_on_lost`).
+
+    With `split(params) -> [PartSpec]` and `merge(*, job, parts, params,
+    tracker) -> JobResult`, a job runs in parts at once on any workers
+    (JobType.split): the body then does one part, `body(*, job, part,
+    params, tracker) -> dict`, and its dict is the part's result."""
+    if (split is None) != (merge is None):
+        raise ValueError(f"job type {name!r}: a split needs a merge, and a merge a split")
 
     def make(body: JobBody) -> JobType:
         attributes = {
@@ -127,7 +188,7 @@ def job_type(
             "__doc__": body.__doc__,
         }
         cls = type(f"JobType[{name}]", (_FunctionJobType,), attributes)
-        return register(cls(body, describe))
+        return register(cls(body, describe, split, merge))
 
     return make
 

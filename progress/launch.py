@@ -24,14 +24,17 @@ from kombu.exceptions import OperationalError
 
 from core.client import client_epoch
 from core.slots import Lease, LimitReached, SlotsTaken, SlotsUnavailable, Taking, full_scope, look
-from progress import services, store
+from progress import fanout, services, store
 from progress.conf import get_config
 from progress.exceptions import JobNotRunnable, ProgressUnavailable
 from progress.ids import new_job_id
 from progress.jobtypes import JobType, SlotLimits, get_job_type
-from progress.models import Job
+from progress.models import Job, JobPart
+from progress.part_reaper import PartSender
+from progress.parts import PartSpec
 from progress.reaper import reap, reap_queued
-from progress.records import JobRecord
+from progress.records import MAX_PARTS, JobRecord
+from progress.states import State
 from queues.exceptions import QueueError, QueueFull
 
 logger = logging.getLogger(__name__)
@@ -142,6 +145,7 @@ def start_job(
         raise ValueError(f"job type {job_type.name!r} is not registered: a worker could not run it")
     job_id = new_job_id()
     config = get_config()
+    parts = split_job(job_type, params)
     lease = Lease(holder=job_id, ttl=config["QUEUED_LEASE"])
     for attempt in range(config["START_ATTEMPTS"]):
         # The first look may be the caller's; a lost race looks again.
@@ -159,6 +163,7 @@ def start_job(
                 job_id=job_id,
                 slots=taking.keys,
                 taking=taking,
+                parts=parts,
             )
         except SlotsTaken:  # a racer took a free slot first: look again
             time.sleep(config["START_PAUSE"] * (attempt + 1))
@@ -173,6 +178,17 @@ def start_job(
     looked = look_at_limits(user=user, job_type=job_type)
     scope, limit = min(looked.scopes, key=lambda s: s[1] - len(looked.held[s[0]]))
     raise _refused(user, job_type, LimitReached(scope, limit, list(looked.held[scope].values())))
+
+
+def split_job(job_type: JobType, params: dict[str, Any]) -> list[PartSpec]:
+    """The parts the job type splits these params into ([]: it runs whole)."""
+    parts = job_type.split(params)
+    if parts is None:
+        return []
+    parts = list(parts)
+    if not 1 <= len(parts) <= MAX_PARTS or not all(isinstance(part, PartSpec) for part in parts):
+        raise ValueError(f"{job_type.name}.split() must give 1 to {MAX_PARTS} PartSpecs, not {parts!r:.200}")
+    return parts
 
 
 def _send(job: Job, job_type: JobType, *, slots: list[str]) -> None:
@@ -190,16 +206,39 @@ def _send(job: Job, job_type: JobType, *, slots: list[str]) -> None:
 
 
 def send_task(job: Job, job_type: JobType) -> None:
-    """Send the job's task and note it on the row (the reaper sends again
-    what never left or what the broker lost). Raises what the broker raises."""
-    from progress.tasks import run_job
+    """Send the job's task (a job split in parts: the task of every part
+    still queued) and note it on the row (the reaper sends again what never
+    left or what the broker lost). Raises what the broker raises."""
+    from progress.tasks import run_job, run_part
 
+    options = task_options(job_type)
+    if job.part_count:
+        for index in JobPart.objects.filter(job_id=job.id, state=State.QUEUED).values_list(
+            "index", flat=True
+        ):
+            run_part.apply_async(args=[job.id, index], **options)
+    else:
+        run_job.apply_async(args=[job.id], **options)
+    Job.objects.filter(pk=job.id).update(sent_at=timezone.now(), sends=F("sends") + 1)
+
+
+def send_part(job: Job, index: int) -> None:
+    """Send one part's task again (the reaper: its worker died)."""
+    from progress.tasks import run_part
+
+    job_type = get_job_type(job.kind)
+    if job_type is None:
+        raise JobNotRunnable(f"no job type {job.kind!r}")
+    run_part.apply_async(args=[job.id, index], **task_options(job_type))
+
+
+def task_options(job_type: JobType) -> dict[str, Any]:
+    """The time limits and queue of the job type's tasks (a whole job, a part or a merge)."""
     limit = job_type.time_limit_seconds()
     options: dict[str, Any] = {"soft_time_limit": limit, "time_limit": limit + HARD_LIMIT_GRACE}
     if job_type.queue:
         options["queue"] = job_type.queue
-    run_job.apply_async(args=[job.id], **options)
-    Job.objects.filter(pk=job.id).update(sent_at=timezone.now(), sends=F("sends") + 1)
+    return options
 
 
 def _refused(user: AbstractBaseUser, job_type: JobType, refusal: LimitReached) -> StartRefused:
@@ -265,6 +304,7 @@ def retry_lost(job: Job, record: JobRecord) -> str | None:
         retry_of=job.id,
         attempt=job.attempt + 1,
         read_token=job.read_token,  # the bar follows the retry on the same URL
+        parts=split_job(job_type, job.params),
     )
     # After the caller's transaction: a worker must find the new row.
     transaction.on_commit(lambda: _send_quietly(again, job_type, slots=lease.keys))
@@ -297,9 +337,19 @@ def run_job(*, job_id: str) -> None:
 
 
 def reap_lost_jobs() -> list[str]:
-    """End jobs whose worker died, running each again once where allowed;
-    send again the tasks of queued jobs that never reached a worker."""
-    return reap(on_lost=retry_lost) + reap_queued(send=_send_again)
+    """End jobs whose worker died, running each again once where allowed
+    (of a job split in parts, the part whose worker died); send again the
+    tasks of queued jobs that never reached a worker."""
+    return reap(on_lost=retry_lost, parts=PartSender(send_part, _send_again, _send_merge)) + reap_queued(
+        send=_send_again
+    )
+
+
+def _send_merge(job: Job) -> None:
+    job_type = get_job_type(job.kind)
+    if job_type is None:
+        raise JobNotRunnable(f"no job type {job.kind!r}")
+    fanout.send_merge(job, job_type)
 
 
 def _send_again(job: Job) -> None:

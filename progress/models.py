@@ -43,6 +43,10 @@ class Job(models.Model):
     # A job split in parts: when its merge was sent (by the part that finished
     # last), so the merge is sent once, whoever counts.
     merge_sent_at = models.DateTimeField(null=True, blank=True)
+    # When a worker took the merge (one does, however often it was sent).
+    merge_started_at = models.DateTimeField(null=True, blank=True)
+    # How many parts it was split into (0: it runs whole, as one task).
+    part_count = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["-created_at"]
@@ -66,6 +70,10 @@ class JobPart(models.Model):
     params = models.JSONField(default=dict, blank=True)
     state = models.CharField(max_length=16, choices=[(s.value, s.value) for s in State], default=State.QUEUED)
     worker = models.CharField(max_length=200, blank=True)
+    # A part whose worker died runs again (attempt + 1); the others are kept.
+    attempt = models.PositiveSmallIntegerField(default=1)
+    # Its heartbeat, written here only while memcached cannot take it (as Job.beat_at).
+    beat_at = models.DateTimeField(null=True, blank=True)
     # What the part hands to the merge (small: counts, partial sums, a file's name).
     result = models.JSONField(default=dict, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

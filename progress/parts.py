@@ -63,13 +63,26 @@ def create_parts(job: Job, specs: Sequence[PartSpec]) -> list[JobPart]:
     return rows
 
 
-def start_part(job_id: str, index: int, *, worker: str) -> bool:
-    """Mark a queued part running on `worker`; False when it is not queued
-    (delivered twice, cancelled, or finished): the caller must not run it."""
-    return bool(
-        JobPart.objects.filter(job_id=job_id, index=index, state=State.QUEUED).update(
-            state=State.RUNNING, worker=worker[:200], started_at=datetime.now(UTC)
-        )
+def short_worker(worker: str) -> str:
+    """What the bar says a part runs on: the worker's name, without the process."""
+    return worker.partition("#")[0][:200]
+
+
+def start_part(job_id: str, index: int, *, worker: str) -> JobPart | None:
+    """Mark a queued part running on `worker` (its name and process:
+    "celery@host#pid"); None when it is not queued (delivered twice,
+    stopped, or finished): the caller must not run it."""
+    started = JobPart.objects.filter(job_id=job_id, index=index, state=State.QUEUED).update(
+        state=State.RUNNING, worker=worker[:200], started_at=datetime.now(UTC), beat_at=None
+    )
+    return JobPart.objects.filter(job_id=job_id, index=index).first() if started else None
+
+
+def stop_parts(job_id: str, state: State) -> int:
+    """The job ended without its merge: parts not finished end as it did, so
+    none starts any more and the dashboard shows none running."""
+    return JobPart.objects.filter(job_id=job_id, state__in=_UNFINISHED).update(
+        state=state, finished_at=datetime.now(UTC)
     )
 
 
@@ -85,7 +98,7 @@ def finish_part(job_id: str, index: int, *, result: dict[str, Any] | None = None
     if left is None or left == 0:
         # memcached lost the count, or says this was the last: the rows decide.
         left = parts_left(job_id)
-    return left == 0 and _claim_merge(job_id)
+    return left == 0 and claim_merge(job_id)
 
 
 def parts_left(job_id: str) -> int:
@@ -101,7 +114,8 @@ def _count_down(job_id: str) -> int | None:
         return None
 
 
-def _claim_merge(job_id: str) -> bool:
+def claim_merge(job_id: str) -> bool:
+    """Claim the sending of the merge: True for one caller only."""
     return bool(
         Job.objects.filter(pk=job_id, merge_sent_at__isnull=True).update(merge_sent_at=datetime.now(UTC))
     )

@@ -33,6 +33,7 @@ from progress import store
 from progress.conf import get_config, lost_after
 from progress.exceptions import ProgressUnavailable
 from progress.models import Job
+from progress.part_reaper import PartSender, reap_parts
 from progress.records import JobRecord
 from progress.services import finish_lost, finish_never_started, record_from_job
 from progress.states import State
@@ -42,8 +43,12 @@ logger = logging.getLogger(__name__)
 OnLost = Callable[[Job, JobRecord], str | None]
 
 
-def reap(*, on_lost: OnLost | None = None, now: float | None = None) -> list[str]:
-    """End every running job silent for lost_after(); returns their ids."""
+def reap(
+    *, on_lost: OnLost | None = None, parts: PartSender | None = None, now: float | None = None
+) -> list[str]:
+    """End every running job silent for lost_after(); returns their ids. A
+    job split in parts is judged part by part until its merge starts
+    (progress.part_reaper; only with `parts`, which sends their tasks)."""
     now = time.time() if now is None else now
     silence = lost_after()
     cutoff = datetime.fromtimestamp(now, UTC) - timedelta(seconds=silence)
@@ -59,9 +64,19 @@ def reap(*, on_lost: OnLost | None = None, now: float | None = None) -> list[str
     except (ProgressUnavailable, MemcacheError, OSError) as exc:
         logger.info("reaper waits: memcached unreachable (%s)", exc)
         return []
-    lost = []
+    lost = []  # and the split jobs acted on
     for job in suspects:
         record = records.get(job.id)
+        if job.part_count and job.merge_started_at is None:
+            # Parts beat in the job's record: one live part hides a dead one.
+            waiting = record is None and now - missing_since[job.id] < silence
+            if (
+                not waiting
+                and parts is not None
+                and reap_parts(job, record, now=now, silence=silence, send=parts)
+            ):
+                lost.append(job.id)
+            continue
         if record is None:
             if now - missing_since[job.id] < silence:
                 continue

@@ -18,8 +18,52 @@ _LATEST = 1e10
 RESULT_URL_RE = re.compile(r"/(?![/\\])[A-Za-z0-9/_.~%-]*")
 
 
+# The most parts a job may be split into: every part's progress is in the
+# job's record, which every poll reads.
+MAX_PARTS = 64
+# How many workers the public document names (a part's worker may be anyone).
+MAX_WORKERS_SHOWN = 8
+
+
 class CorruptRecord(ValueError):
     """Bytes that are not a job record this code wrote."""
+
+
+@dataclass
+class PartProgress:
+    """One part's progress, inside its job's record (progress.combined)."""
+
+    size: int = 1
+    done: float = 0.0  # the fraction of this part finished
+    state: str = State.QUEUED
+    worker: str = ""
+    rate: float = 0.0  # the fraction of this part finished per second, smoothed
+    beat_at: float | None = None
+    attempt: int = 1
+
+    def to_list(self) -> list[Any]:
+        return [self.size, self.done, self.state, self.worker, self.rate, self.beat_at, self.attempt]
+
+    @classmethod
+    def from_list(cls, value: Any) -> "PartProgress":
+        if not (isinstance(value, list) and len(value) == 7):
+            raise CorruptRecord("bad part")
+        size, done, state, worker, rate, beat_at, attempt = value
+        if not (
+            _int(size)
+            and _number(done)
+            and 0 <= done <= 1
+            and state in _STATES
+            and _text(worker)
+            and len(worker) <= 200
+            and _number(rate)
+            and rate >= 0
+            and _optional(_time)(beat_at)
+            and _int(attempt)
+            and attempt >= 1
+        ):
+            raise CorruptRecord("bad part")
+        return cls(size, done, state, worker, rate, beat_at, attempt)
 
 
 @dataclass
@@ -51,13 +95,17 @@ class JobRecord:
     slots: list[str] = field(default_factory=list)
     # The progress URL's capability (Job.read_token); never in public().
     read_token: str = ""
+    # A job split in parts: each part's progress (the bar combines them).
+    parts: list[PartProgress] = field(default_factory=list)
 
     @property
     def is_final(self) -> bool:
         return self.state in FINAL_STATES
 
     def to_bytes(self) -> bytes:
-        return json.dumps(asdict(self), separators=(",", ":")).encode()
+        data = asdict(self)
+        data["parts"] = [part.to_list() for part in self.parts]  # compact: every poll reads it
+        return json.dumps(data, separators=(",", ":")).encode()
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> "JobRecord":
@@ -75,7 +123,23 @@ class JobRecord:
                 raise CorruptRecord(f"bad {name}")
         if not {"job", "owner", "kind"} <= values.keys():
             raise CorruptRecord("job, owner or kind missing")
+        if "parts" in values:
+            values["parts"] = [PartProgress.from_list(part) for part in values["parts"]]
         return cls(**values)
+
+    def part_counts(self) -> dict[str, Any] | None:
+        """How many parts are queued, running and done, and on which workers."""
+        if not self.parts:
+            return None
+        states = [part.state for part in self.parts]
+        workers = sorted({part.worker for part in self.parts if part.state == State.RUNNING and part.worker})
+        return {
+            "total": len(states),
+            "queued": states.count(State.QUEUED),
+            "running": states.count(State.RUNNING),
+            "done": states.count(State.SUCCEEDED),
+            "workers": workers[:MAX_WORKERS_SHOWN],
+        }
 
     def public(self) -> dict[str, Any]:
         """The JSON shape of GET /progress/<job>/ (no owner, ISO times)."""
@@ -101,6 +165,8 @@ class JobRecord:
             "attempt": self.attempt,
             # A lost job run again: the same progress URL with this job id.
             "retried_as": self.retried_as or None,
+            # A job split in parts: {total, queued, running, done, workers}; else null.
+            "parts": self.part_counts(),
             "final": self.is_final,
         }
 
@@ -159,4 +225,5 @@ _CHECKS: dict[str, Any] = {
     "retried_as": _job_id_or_empty,
     "slots": lambda v: isinstance(v, list) and len(v) <= 16 and all(_text(k) and len(k) <= 200 for k in v),
     "read_token": _job_id_or_empty,
+    "parts": lambda v: isinstance(v, list) and len(v) <= MAX_PARTS,
 }

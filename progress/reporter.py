@@ -162,7 +162,7 @@ class ProgressReporter:
                 stored = store.update(record.job, self._onto)
                 if stored is None:  # memcached lost it (restart): put ours back, if still ours
                     stored = self._rebuilt()
-                if stored is not None and stored.state != State.RUNNING:
+                if stored is not None and self._ended_in(stored):
                     self._ended = True  # ended by someone else: stop, write nothing
                     self._due = 0.0
                     logger.warning(
@@ -179,6 +179,21 @@ class ProgressReporter:
                 if now_mono - self._last_warning >= WARN_EVERY:
                     self._last_warning = now_mono
                     logger.warning("job %s: progress not published: %s", record.job, exc)
+
+    def _ended_in(self, stored: JobRecord) -> bool:
+        """Whether the record memcached holds says this run is over."""
+        return stored.state != State.RUNNING
+
+    def begin_after(self, stage: str) -> None:
+        """Count the planned stages up to `stage` as done: another run did
+        them (the parts of a job split in parts, before its merge)."""
+        names = list(self._weights)
+        if stage not in names:
+            raise ValueError(f"stage {stage!r} is not in the plan {names}")
+        with self._lock:
+            self._done_weight = sum(self._weights[name] for name in names[: names.index(stage) + 1])
+            self._stage_weight = 0.0
+            self.record.stage = stage
 
     _PROGRESS_FIELDS = ("current", "total", "message", "percent", "eta_seconds", "stage", "heartbeat_at")
 
@@ -252,16 +267,23 @@ class ProgressReporter:
             if self._beat_in_db:
                 connection.close()  # this thread's own, opened for the beats
 
+    def _due_in_database(self) -> bool:
+        """Whether a heartbeat goes to the database now: memcached has taken
+        no write for an interval, and none went there for one."""
+        now = time.monotonic()
+        interval = self.heartbeat_interval
+        if self._ended or now - self._published < interval or now - self._beat_in_db < interval:
+            return False
+        self._beat_in_db = now
+        return True
+
     def _beat_in_database(self) -> None:
         """While memcached takes no write (this worker lost its way there),
         the heartbeat goes to the job's row, once an interval: the reaper
         on another worker, which still reads memcached's stale heartbeat,
         sees the job is alive and leaves it running."""
-        now = time.monotonic()
-        interval = self.heartbeat_interval
-        if self._ended or now - self._published < interval or now - self._beat_in_db < interval:
+        if not self._due_in_database():
             return
-        self._beat_in_db = now
         try:
             Job.objects.filter(pk=self.record.job, state=State.RUNNING).update(beat_at=datetime.now(UTC))
         except DatabaseError as exc:

@@ -2,7 +2,7 @@
 
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -17,9 +17,10 @@ from progress import store
 from progress.conf import lost_after
 from progress.exceptions import JobCancelled, JobEnded, JobFailed, JobNotRunnable, ProgressUnavailable
 from progress.ids import new_job_id, new_read_token
-from progress.models import Job
+from progress.models import Job, JobPart
 from progress.outcome import JobResult
-from progress.records import JobRecord
+from progress.parts import PartSpec, create_parts, short_worker
+from progress.records import JobRecord, PartProgress
 from progress.reporter import ProgressReporter
 from progress.states import FINAL_STATES, State
 
@@ -34,8 +35,21 @@ def _dt(timestamp: float | None) -> datetime | None:
 
 
 def record_from_job(job: Job) -> JobRecord:
-    """A record rebuilt from the database, for when memcached has none."""
+    """A record rebuilt from the database, for when memcached has none (the
+    parts of a job split in parts from their rows: one query)."""
     final = job.state in FINAL_STATES
+    parts = []
+    if job.part_count:
+        parts = [
+            PartProgress(
+                size=part.size,
+                done=1.0 if part.state == State.SUCCEEDED else 0.0,
+                state=part.state,
+                worker=short_worker(part.worker),
+                attempt=part.attempt,
+            )
+            for part in JobPart.objects.filter(job_id=job.id).order_by("index")
+        ]
     return JobRecord(
         job=job.id,
         owner=job.owner_id,
@@ -53,6 +67,7 @@ def record_from_job(job: Job) -> JobRecord:
         attempt=job.attempt,
         retried_as=job.retried_as,
         read_token=job.read_token,
+        parts=parts,
     )
 
 
@@ -68,6 +83,7 @@ def create_job(
     attempt: int = 1,
     read_token: str = "",
     taking: Taking | None = None,
+    parts: Sequence[PartSpec] = (),
 ) -> Job:
     """Record a queued job in the database and in memcached, both or neither.
 
@@ -76,6 +92,7 @@ def create_job(
     taken, or taken here with the record (`taking`, one round trip for both;
     SlotsTaken, with nothing recorded, if a racer took one first).
     `read_token` is given for a retry, which keeps its job's progress URL.
+    `parts`: the job is split in these parts (progress.parts).
     Raises ProgressUnavailable when memcached cannot take the record.
     """
     now = time.time()
@@ -89,7 +106,10 @@ def create_job(
             retry_of=retry_of,
             attempt=attempt,
             read_token=read_token or new_read_token(),
+            part_count=len(parts),
         )
+        if parts:
+            create_parts(job, parts)
         store.create(
             JobRecord(
                 job=job.id,
@@ -103,6 +123,7 @@ def create_job(
                 attempt=attempt,
                 slots=slots or [],
                 read_token=job.read_token,
+                parts=[PartProgress(size=spec.size) for spec in parts],
             ),
             taking=taking,
         )
@@ -111,13 +132,11 @@ def create_job(
 
 
 def fail_to_queue(*, job: Job, reason: str, slots: list[str] | None = None) -> None:
-    """The task could not be sent: end the job as failed everywhere."""
-    _finish(
-        JobRecord(job=job.id, owner=job.owner_id, kind=job.kind, title=job.title, slots=slots or []),
-        State.FAILED,
-        ending=State.QUEUED,
-        error=reason,
-    )
+    """The task could not be sent: end the job as failed everywhere (a job
+    split in parts may be running already, on the parts that were sent)."""
+    record = JobRecord(job=job.id, owner=job.owner_id, kind=job.kind, title=job.title, slots=slots or [])
+    if not finish_job(record, State.FAILED, ending=State.QUEUED, error=reason) and job.part_count:
+        finish_job(record, State.FAILED, ending=State.RUNNING, error=reason)
 
 
 def begin_job(job_id: str) -> JobRecord:
@@ -155,7 +174,7 @@ def begin_job(job_id: str) -> JobRecord:
         start(record)
 
     if record.cancel_requested and record.state == State.QUEUED:
-        _finish(record, State.CANCELLED, ending=State.QUEUED)
+        finish_job(record, State.CANCELLED, ending=State.QUEUED)
         raise JobNotRunnable(f"job {job_id} was cancelled before it started")
     if record.state != State.RUNNING or record.started_at != now:
         raise JobNotRunnable(f"job {job_id} is {record.state}")
@@ -165,13 +184,13 @@ def begin_job(job_id: str) -> JobRecord:
     if not started:
         job.refresh_from_db()
         if job.state in FINAL_STATES:  # ended meanwhile (cancelled): memcached follows the row
-            _finish(record, State(job.state), ending=State(job.state), error=job.error)
+            finish_job(record, State(job.state), ending=State(job.state), error=job.error)
         raise JobNotRunnable(f"job {job_id} is {job.state}")
     count("jobs", kind=job.kind, state=State.RUNNING)
     return record
 
 
-def _finish(
+def finish_job(
     record: JobRecord,
     state: State,
     *,
@@ -254,7 +273,7 @@ def finish_lost(
             error += " It is being run again automatically."
             Job.objects.filter(pk=job.id).update(retried_as=retried_as, error=error)
             record.retried_as = retried_as
-    _finish(record, State.LOST, ending=State.LOST, error=error, release_slots=not retried_as)
+    finish_job(record, State.LOST, ending=State.LOST, error=error, release_slots=not retried_as)
     return True
 
 
@@ -269,7 +288,7 @@ def finish_never_started(job: Job) -> bool:
         record = store.read(job.id) or record_from_job(job)
     except ProgressUnavailable:
         record = record_from_job(job)
-    if _finish(record, State.LOST, ending=State.QUEUED, error=error):
+    if finish_job(record, State.LOST, ending=State.QUEUED, error=error):
         logger.warning("job %s lost: %s", job.id, error)
         return True
     return False
@@ -282,25 +301,32 @@ class Tracker:
     def __init__(self, reporter: ProgressReporter) -> None:
         self.reporter = reporter
         self.result = JobResult()
+        # A job split in parts: the part this run does, and what it hands to the merge.
+        self.part: JobPart | None = None
+        self.part_result: dict[str, Any] = {}
 
 
 @contextmanager
 def track_job(job_id: str) -> Iterator[Tracker]:
     """Run a job's body: running on entry, a final state on exit, a heartbeat
-    in between. JobCancelled ends it as cancelled; JobFailed as failed with its
-    message; a time limit as failed; anything else as failed and re-raised.
-    JobEnded (the reaper took the job for lost while this run was stalled)
-    ends the run without touching the job: it is over, and maybe running
-    again as a retry."""
+    in between (see tracking())."""
     record = begin_job(job_id)
-    reporter = ProgressReporter(record)
+    with tracking(record, ProgressReporter(record)) as tracker:
+        yield tracker
+
+
+@contextmanager
+def tracking(record: JobRecord, reporter: ProgressReporter) -> Iterator[Tracker]:
+    """Track a running job's body (the whole job, or the merge of a job split
+    in parts): a heartbeat while it runs, a final state on exit.
+    JobCancelled ends it as cancelled; JobFailed as failed with its message;
+    a time limit as failed; anything else as failed and re-raised. JobEnded
+    (the reaper took the job for lost while this run was stalled) ends the
+    run without touching the job: it is over, and maybe running again as a
+    retry."""
+    job_id = record.job
     tracker = Tracker(reporter)
-    # While running, the job's slots live only as long as its heartbeat: a
-    # killed worker's slots come free after lost_after(), even without the reaper.
-    lease = Lease(holder=job_id, ttl=int(lost_after()) + 1, keys=record.slots)
-    lease.renew()
-    reporter.on_beat = lease.renew
-    reporter.start_heartbeat()
+    keep_slots(reporter, record)
     error = ""
     try:
         yield tracker
@@ -313,19 +339,37 @@ def track_job(job_id: str) -> Iterator[Tracker]:
     except JobFailed as exc:
         state, error = State.FAILED, str(exc)
     except SoftTimeLimitExceeded:
-        state, error = State.FAILED, "The job took longer than its time limit and was stopped."
+        state, error = State.FAILED, TIME_LIMIT_ERROR
     except BaseException:
         reporter.stop_heartbeat()
         logger.exception("job %s crashed", job_id)
-        error = f"Internal error while running the job (reference {job_id})."
-        _finish(record, State.FAILED, ending=State.RUNNING, error=error)
+        finish_job(record, State.FAILED, ending=State.RUNNING, error=internal_error(job_id))
         raise
     else:
         state = State.SUCCEEDED
     # The heartbeat writes the same record: stop it before the final write.
     reporter.stop_heartbeat()
     result = tracker.result if state == State.SUCCEEDED else JobResult()
-    _finish(record, state, ending=State.RUNNING, error=error, result_url=result.url, summary=result.summary)
+    finish_job(
+        record, state, ending=State.RUNNING, error=error, result_url=result.url, summary=result.summary
+    )
+
+
+TIME_LIMIT_ERROR = "The job took longer than its time limit and was stopped."
+
+
+def internal_error(job_id: str) -> str:
+    return f"Internal error while running the job (reference {job_id})."
+
+
+def keep_slots(reporter: ProgressReporter, record: JobRecord) -> None:
+    """Start the heartbeat, which renews the job's limit slots: while running,
+    they live only as long as its heartbeat, so a killed worker's slots come
+    free after lost_after(), even without the reaper."""
+    lease = Lease(holder=record.job, ttl=int(lost_after()) + 1, keys=record.slots)
+    lease.renew()
+    reporter.on_beat = lease.renew
+    reporter.start_heartbeat()
 
 
 def republished(record: JobRecord | None) -> JobRecord | None:
@@ -353,5 +397,5 @@ def cancel_job(*, job: Job) -> JobRecord:
     record = store.update(job.id, mark) or record_from_job(job)
     if record.state == State.QUEUED:
         # A worker that picks it up now sees cancel_requested and gives up.
-        _finish(record, State.CANCELLED, ending=State.QUEUED)
+        finish_job(record, State.CANCELLED, ending=State.QUEUED)
     return record

@@ -15,6 +15,10 @@ DEFAULTS: dict[str, Any] = {
     "TIME_LIMITS": {},
     # Orders read per query: a report never holds more than this many rows.
     "CHUNK_ROWS": 2000,
+    # A sales report is split into parts of about this many order lines (by
+    # id), that run at once on any workers, and at most MAX_PARTS of them.
+    "PART_ROWS": 100_000,
+    "MAX_PARTS": 16,
     # A result file is stored in database rows of at most this many bytes.
     "RESULT_CHUNK_BYTES": 512 * 1024,
 }

@@ -33,7 +33,7 @@ def alice():
     return get_user_model().objects.create_user("alice", password="x")
 
 
-def _running(user, kind: str = "sales-by-region", *, silent_for: float = 10.0) -> Job:
+def _running(user, kind: str = "return-rates", *, silent_for: float = 10.0) -> Job:
     """A started job whose worker has been silent for `silent_for` seconds."""
     params = {**PARAMS, "top": 5, "region": ""} if kind == "top-customers" else PARAMS
     job = start_job(user=user, job_type=get_report(kind), params=params)

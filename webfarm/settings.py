@@ -186,6 +186,8 @@ REPORTS = {
     # Per report type, seconds: "sales-by-region=600,top-customers=300".
     "TIME_LIMITS": env_int_map("REPORTS_TIME_LIMITS"),
     "CHUNK_ROWS": env_int("REPORTS_CHUNK_ROWS", 2000),
+    "PART_ROWS": env_int("REPORTS_PART_ROWS", 100_000),
+    "MAX_PARTS": env_int("REPORTS_MAX_PARTS", 16),
     "RESULT_CHUNK_BYTES": env_int("REPORTS_RESULT_CHUNK_BYTES", 512 * 1024),
 }
 

@@ -2,6 +2,7 @@
 
 import csv
 import io
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import date
 from typing import Any, ClassVar
@@ -11,7 +12,17 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Max, Min
 
 from limits.conf import get_config as get_limits
-from progress.api import Job, JobFailed, JobResult, JobType, ProgressReporter, SlotLimits, Tracker
+from progress.api import (
+    MAX_PARTS,
+    Job,
+    JobFailed,
+    JobResult,
+    JobType,
+    PartSpec,
+    ProgressReporter,
+    SlotLimits,
+    Tracker,
+)
 from reports import results
 from reports.conf import get_config
 from reports.models import OrderLine
@@ -68,31 +79,59 @@ class Report(JobType):
         raise NotImplementedError
 
 
+def order_line_ids() -> tuple[int, int]:
+    """The first and last order line id (JobFailed when there are none)."""
+    bounds = OrderLine.objects.aggregate(lo=Min("id"), hi=Max("id"))
+    if bounds["lo"] is None:
+        raise JobFailed("There are no orders in the database yet.")
+    return bounds["lo"], bounds["hi"]
+
+
 def scan_order_lines(
     reporter: ProgressReporter,
     fields: Sequence[str],
     *,
     date_from: str,
     date_to: str,
+    ids: tuple[int, int] | None = None,
     **filters: Any,
 ) -> Iterator[tuple]:
-    """Yield order lines in id order, one chunk per query, reporting per chunk.
+    """Yield order lines in id order, one chunk per query, reporting per chunk:
+    every line, or those whose id is in `ids` (first, last), a part's range.
 
     Chunks are id ranges, not OFFSETs, so every query costs the same however
     far the scan has got.
     """
-    bounds = OrderLine.objects.aggregate(lo=Min("id"), hi=Max("id"))
-    lo, hi = bounds["lo"], bounds["hi"]
-    if lo is None:
-        raise JobFailed("There are no orders in the database yet.")
-    total = hi - lo + 1
+    lo, hi = ids if ids is not None else order_line_ids()
+    total = max(hi - lo + 1, 0)
     chunk = get_config()["CHUNK_ROWS"]
     reporter.stage("reading orders", total=total, message="reading order lines")
     base = OrderLine.objects.filter(order__placed_on__gte=date_from, order__placed_on__lte=date_to, **filters)
     for start in range(lo, hi + 1, chunk):
-        yield from base.filter(id__gte=start, id__lt=start + chunk).order_by("id").values_list(*fields)
+        yield from (
+            base.filter(id__gte=start, id__lt=min(start + chunk, hi + 1)).order_by("id").values_list(*fields)
+        )
         done = min(start + chunk, hi + 1) - lo
         reporter.update(done, message=f"{done:,} of {total:,} order lines read")
+
+
+def split_order_lines() -> list[PartSpec]:
+    """The order lines in id ranges of about PART_ROWS, at most MAX_PARTS of
+    them (one range, to fail in the part, when there are no lines)."""
+    config = get_config()
+    bounds = OrderLine.objects.aggregate(lo=Min("id"), hi=Max("id"))
+    lo, hi = bounds["lo"], bounds["hi"]
+    if lo is None:
+        return [PartSpec(size=1, params={"first": 0, "last": -1})]
+    rows = hi - lo + 1
+    count = max(1, min(math.ceil(rows / max(config["PART_ROWS"], 1)), config["MAX_PARTS"], MAX_PARTS))
+    step = math.ceil(rows / count)
+    return [
+        PartSpec(
+            size=min(step, hi + 1 - first), params={"first": first, "last": min(first + step, hi + 1) - 1}
+        )
+        for first in range(lo, hi + 1, step)
+    ]
 
 
 def safe_cell(value: object) -> object:

@@ -1,14 +1,25 @@
 from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from django import forms
 from django.urls import reverse
 
 from core.charts import png_chart
-from progress.api import Job, JobFailed, JobResult, Tracker
+from progress.api import Job, JobFailed, JobPart, JobResult, PartSpec, ProgressReporter, Tracker
 from reports import results
-from reports.definitions.base import DateRangeForm, Report, cents, scan_order_lines, write_csv
+from reports.definitions.base import (
+    DateRangeForm,
+    Report,
+    cents,
+    scan_order_lines,
+    split_order_lines,
+    write_csv,
+)
 from reports.models import REGIONS
+
+# (region, month) -> [orders, units, gross cents, returned cents]
+Totals = dict[tuple[str, str], list[int]]
 
 
 class SalesByRegionForm(DateRangeForm):
@@ -26,31 +37,26 @@ class SalesByRegion(Report):
     description = "Orders, units, gross and net sales and returns per region per month, with a chart."
     form_class = SalesByRegionForm
 
+    def split(self, params: dict[str, Any]) -> list[PartSpec]:
+        """Ranges of order line ids: the parts read them at once on any
+        workers, each totalling its own lines; the merge adds the totals up."""
+        return split_order_lines()
+
+    def run_part(
+        self, *, job: Job, part: JobPart, params: dict[str, Any], tracker: Tracker
+    ) -> dict[str, Any]:
+        ids = (part.params["first"], part.params["last"])
+        return _partial(_scan(tracker.reporter, params, ids=ids))
+
+    def merge(self, *, job: Job, parts: list[JobPart], params: dict[str, Any], tracker: Tracker) -> JobResult:
+        return self._write(job, tracker, params, _added_up([part.result for part in parts]))
+
     def run(self, *, job: Job, params: dict[str, Any], tracker: Tracker) -> JobResult:
+        """The report in one run (a project whose split gives None)."""
+        return self._write(job, tracker, params, _added_up([_partial(_scan(tracker.reporter, params))]))
+
+    def _write(self, job: Job, tracker: Tracker, params: dict[str, Any], totals: Totals) -> JobResult:
         reporter = tracker.reporter
-        filters = {"order__customer__region__in": params["regions"]} if params.get("regions") else {}
-        # (region, month) -> [orders, units, gross cents, returned cents]
-        totals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0, 0, 0])
-        last_order = None
-        fields = (
-            "order_id",
-            "order__placed_on",
-            "order__customer__region",
-            "quantity",
-            "unit_price_cents",
-            "returned",
-        )
-        for order_id, placed_on, region, quantity, price, returned in scan_order_lines(
-            reporter, fields, date_from=params["date_from"], date_to=params["date_to"], **filters
-        ):
-            cell = totals[(region, placed_on.strftime("%Y-%m"))]
-            if order_id != last_order:  # an order's lines are contiguous
-                cell[0] += 1
-                last_order = order_id
-            cell[1] += quantity
-            cell[2] += quantity * price
-            if returned:
-                cell[3] += quantity * price
         if not totals:
             raise JobFailed(
                 f"No orders from the chosen regions between {params['date_from']} and {params['date_to']}."
@@ -105,7 +111,68 @@ class SalesByRegion(Report):
         )
 
 
-def _chart(totals: dict[tuple[str, str], list[int]]) -> bytes:
+_FIELDS = (
+    "order_id",
+    "order__placed_on",
+    "order__customer__region",
+    "quantity",
+    "unit_price_cents",
+    "returned",
+)
+
+
+def _scan(
+    reporter: ProgressReporter, params: dict[str, Any], *, ids: tuple[int, int] | None = None
+) -> Iterator:
+    filters = {"order__customer__region__in": params["regions"]} if params.get("regions") else {}
+    return scan_order_lines(
+        reporter, _FIELDS, date_from=params["date_from"], date_to=params["date_to"], ids=ids, **filters
+    )
+
+
+def _partial(lines: Iterable[tuple]) -> dict[str, Any]:
+    """One range's totals, JSON-safe, and its first and last order: an order
+    whose lines straddle two ranges is counted in both, once too often."""
+    totals: Totals = defaultdict(lambda: [0, 0, 0, 0])
+    first = last_order = None
+    for order_id, placed_on, region, quantity, price, returned in lines:
+        month = placed_on.strftime("%Y-%m")
+        cell = totals[(region, month)]
+        if order_id != last_order:  # an order's lines are contiguous
+            cell[0] += 1
+            last_order = order_id
+            if first is None:
+                first = [order_id, region, month]
+        cell[1] += quantity
+        cell[2] += quantity * price
+        if returned:
+            cell[3] += quantity * price
+    return {
+        "cells": [[region, month, *values] for (region, month), values in totals.items()],
+        "first": first,
+        "last": last_order,
+    }
+
+
+def _added_up(partials: list[dict[str, Any]]) -> Totals:
+    """The ranges' totals added up, in id order."""
+    totals: Totals = defaultdict(lambda: [0, 0, 0, 0])
+    last_order = None
+    for partial in partials:
+        for region, month, *values in partial["cells"]:
+            cell = totals[(region, month)]
+            for i, value in enumerate(values):
+                cell[i] += value
+        first = partial["first"]
+        if first is not None:
+            order_id, region, month = first
+            if order_id == last_order:  # counted by the range before too
+                totals[(region, month)][0] -= 1
+            last_order = partial["last"]
+    return dict(totals)
+
+
+def _chart(totals: Totals) -> bytes:
     months = sorted({month for _, month in totals})
     regions = sorted({region for region, _ in totals})
 

@@ -1,0 +1,58 @@
+"""A job type split in parts whose parts wait (sleep) in small steps, for
+the fan-out tests and bench/fanout.py: loaded by the workers with
+--include, and by the process that starts the jobs. Each part and each
+merge notes itself in memcached (`splittest:<job>:...`), where the test
+reads how often each ran and where."""
+
+import os
+import time
+from typing import Any
+
+from core.client import get_client
+from progress.api import Job, JobFailed, JobPart, JobResult, JobType, PartSpec, SlotLimits, Tracker, register
+
+STEPS = 10
+
+
+def _note(job_id: str, what: str, value: str) -> None:
+    client = get_client()
+    key = f"splittest:{job_id}:{what}"
+    if not client.append(key, f"{value},".encode()):
+        client.add(key, f"{value},".encode(), expire=3600)
+
+
+class SplitSleep(JobType):
+    """Each part waits params["seconds"] in STEPS steps; the part whose index
+    is params["fail"] fails the job half-way. One such job per user at once."""
+
+    name = "split-sleep"
+    title = "Parts that wait"
+    stages = (("waiting", 90), ("merging", 10))
+
+    def limits(self, user: Any) -> SlotLimits:
+        return SlotLimits(group="splittest", per_user=1, per_kind=50)
+
+    def split(self, params: dict[str, Any]) -> list[PartSpec]:
+        return [PartSpec(size=1 + n % 3, params={"n": n}) for n in range(params["parts"])]
+
+    def run_part(
+        self, *, job: Job, part: JobPart, params: dict[str, Any], tracker: Tracker
+    ) -> dict[str, Any]:
+        n = part.params["n"]
+        _note(job.id, f"part{n}", f"{os.getpid()}@{part.attempt}")
+        tracker.reporter.stage("waiting", total=STEPS)
+        for step in range(1, STEPS + 1):
+            time.sleep(params["seconds"] / STEPS)
+            if params.get("fail") == n and step == STEPS // 2:
+                raise JobFailed(f"Part {n + 1} found a row it cannot read.")
+            tracker.reporter.update(step)
+        return {"n": n}
+
+    def merge(self, *, job: Job, parts: list[JobPart], params: dict[str, Any], tracker: Tracker) -> JobResult:
+        tracker.reporter.stage("merging", total=len(parts))
+        _note(job.id, "merge", str(os.getpid()))
+        total = sum(part.result["n"] for part in parts)
+        return JobResult(summary=f"{len(parts)} parts, sum {total}")
+
+
+split_sleep = register(SplitSleep())
