@@ -77,7 +77,8 @@ def merge(*, job_id: str) -> None:
     with tracking(record, reporter) as tracker:
         parts = list(JobPart.objects.filter(job_id=job_id).order_by("index"))
         tracker.result = job_type.merge(job=job, parts=parts, params=job.params, tracker=tracker)
-    logger.info("job %s merged from %s parts", job_id, job.part_count)
+    job.refresh_from_db(fields=["state"])
+    logger.info("job %s ended: %s (merged from %s parts)", job_id, job.state, job.part_count)
 
 
 def _job(job_id: str) -> tuple[Job | None, JobType | None]:
@@ -156,7 +157,9 @@ def track_part(job: Job, job_type: JobType, index: int, *, worker: str) -> Itera
     else:
         reporter.stop_heartbeat()
         reporter.finish()
-        if finish_part(job.id, index, result=tracker.part_result):
+        if finish_part(
+            job.id, index, result=tracker.part_result, on_recount=lambda: send_queued(job, job_type)
+        ):
             send_merge(job, job_type)
         return
     reporter.stop_heartbeat()
@@ -169,7 +172,8 @@ def end_split_job(job: Job, index: int, state: State, error: str) -> None:
         state=state, finished_at=datetime.now(UTC)
     )
     stop_parts(job.id, State.CANCELLED)
-    finish_job(current_record(job), state, ending=State.RUNNING, error=error)
+    if finish_job(current_record(job), state, ending=State.RUNNING, error=error):
+        logger.info("job %s ended: %s (by part %s)", job.id, state, index)
 
 
 def begin_merge(job: Job) -> JobRecord:
@@ -180,6 +184,19 @@ def begin_merge(job: Job) -> JobRecord:
     if not claimed:
         raise JobNotRunnable("its merge was taken, or it is not running")
     return current_record(job)
+
+
+def send_queued(job: Job, job_type: JobType) -> None:
+    """memcached lost the parts' count (it restarted): as the broker, it lost
+    the queued parts' tasks with it. They are sent again at once (a part
+    delivered twice runs once)."""
+    from progress.launch import send_task
+
+    try:
+        send_task(job, job_type)
+        logger.warning("job %s: memcached lost its parts' count: the queued parts were sent again", job.id)
+    except Exception as exc:  # the reaper sends them when none is left running
+        logger.warning("job %s: queued parts not sent again: %s", job.id, exc)
 
 
 def send_merge(job: Job, job_type: JobType) -> None:

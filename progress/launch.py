@@ -325,6 +325,9 @@ def run_job(*, job_id: str) -> None:
     if job is None or job_type is None:
         logger.error("task for unknown job %s (kind %s) dropped", job_id, job and job.kind)
         return
+    if job.part_count:
+        logger.error("job %s runs in parts, not whole: its run_job task dropped", job_id)
+        return
     try:
         with services.track_job(job_id) as tracker:
             tracker.reporter.plan(job_type.stages)

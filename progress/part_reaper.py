@@ -10,9 +10,11 @@
   its finish and the send): the merge is claimed and sent. A merge sent
   and not started after RESEND_AFTER is sent again (it starts once:
   fanout.begin_merge).
-- No part running and some queued, with nothing heard for RESEND_AFTER
-  (the broker lost their tasks: a memcached broker restarted): their tasks
-  are sent once more, and the job is ended as lost QUEUED_LOST_AFTER later.
+- No part running and some queued, with nothing heard for RESEND_AFTER, or
+  no record at all (the broker lost their tasks: a memcached broker
+  restarted): their tasks are sent once more, and the job is ended as lost
+  QUEUED_LOST_AFTER later. (A part that finishes and finds the parts' count
+  gone sends them at once: progress.fanout.send_queued.)
 """
 
 import logging
@@ -136,7 +138,8 @@ def _merge_again(job: Job, *, now: float, send: PartSender) -> bool:
 def _queued_again(job: Job, record: JobRecord | None, *, now: float, send: PartSender) -> bool:
     config = get_config()
     heard = max(_when(job.sent_at), (record.heartbeat_at or 0.0) if record is not None else 0.0)
-    if job.sends < 2 and now - heard >= config["RESEND_AFTER"]:
+    forgotten = record is None  # memcached restarted: a memcached broker lost the tasks too
+    if job.sends < 2 and (forgotten or now - heard >= config["RESEND_AFTER"]):
         logger.warning("job %s: parts queued and none running: their tasks are sent again", job.id)
         send.queued(job)
         return True

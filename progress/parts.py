@@ -18,7 +18,7 @@ finish takes the count to zero sends the merge. It is sent once:
 """
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -86,18 +86,29 @@ def stop_parts(job_id: str, state: State) -> int:
     )
 
 
-def finish_part(job_id: str, index: int, *, result: dict[str, Any] | None = None) -> bool:
+def finish_part(
+    job_id: str,
+    index: int,
+    *,
+    result: dict[str, Any] | None = None,
+    on_recount: Callable[[], None] | None = None,
+) -> bool:
     """Record that a part finished. True for exactly one caller per job:
-    the one that must send the merge, all parts being done."""
+    the one that must send the merge, all parts being done. `on_recount` is
+    called when memcached had lost the count and parts are left: a memcached
+    that restarted lost the queued tasks too, if it is the broker."""
     finished = JobPart.objects.filter(job_id=job_id, index=index, state__in=_UNFINISHED).update(
         state=State.SUCCEEDED, result=result or {}, finished_at=datetime.now(UTC)
     )
     if not finished:
         return False  # finished already: that finish counted
-    left = _count_down(job_id)
-    if left is None or left == 0:
+    counted = _count_down(job_id)
+    left = counted
+    if counted is None or counted == 0:
         # memcached lost the count, or says this was the last: the rows decide.
         left = parts_left(job_id)
+    if counted is None and left and on_recount is not None:
+        on_recount()
     return left == 0 and claim_merge(job_id)
 
 

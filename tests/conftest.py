@@ -127,6 +127,10 @@ def farm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
             # themselves are tested with fresh users (test_failures.py).
             "LIMITS_REPORTS_PER_USER": "4",
             "LIMITS_REPORTS_PER_KIND": "50",
+            # Every report runs whole here, as one task: the tests of this farm
+            # are about one job on one worker. tests/test_fanout.py runs the
+            # sales report in parts, on a farm of its own.
+            "REPORTS_PART_ROWS": "0",
         }
         processes.manage(env, "migrate", "--no-input", "-v", "0")
         processes.manage(env, "collectstatic", "--no-input", "-v", "0")

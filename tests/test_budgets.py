@@ -9,6 +9,9 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from progress import services, store
+from progress.part_reporter import PartReporter
+from progress.parts import PartSpec
+from progress.records import MAX_PARTS
 from tests.roundtrips import counting, runs, steady
 
 pytestmark = pytest.mark.django_db
@@ -61,6 +64,44 @@ def test_a_session_poll_is_two_round_trips_and_no_query(alice_client, running_jo
     _said("GET /progress/<job>/ (session)", cost)
     assert cost.result.status_code == 200 and cost.result.json()["stage"] == "reading orders"
     assert cost.round_trips <= 2 and cost.queries == 0
+
+
+@pytest.fixture
+def split_job(alice):
+    """A job in the most parts a job may have, every part running."""
+    parts = [PartSpec(size=1000) for _ in range(MAX_PARTS)]
+    job = services.create_job(owner=alice, kind="demo", title="Split", params={}, parts=parts)
+    record = services.begin_job(job.id)
+    reporters = [
+        PartReporter(record, index=n, attempt=1, worker=f"celery@worker{n % 8}", share=0.85, flush_interval=0)
+        for n in range(MAX_PARTS)
+    ]
+    for reporter in reporters:
+        reporter.stage("reading orders", total=1000)
+        reporter.update(500)
+    return job, reporters
+
+
+def test_a_poll_of_a_job_in_the_most_parts_is_one_round_trip(split_job):
+    job, _ = split_job
+    client = Client()
+    url = f"/progress/{job.id}/{job.read_token}/"
+    _warm(lambda: client.get(url))
+    cost = steady(lambda: client.get(url))
+    _said(f"GET /progress/<job>/<token>/ ({MAX_PARTS} parts)", cost)
+    document = cost.result.json()
+    assert document["parts"]["running"] == MAX_PARTS and document["percent"] == pytest.approx(42.5)
+    assert (cost.round_trips, cost.queries) == (1, 0)
+
+
+def test_a_parts_progress_write_is_four_round_trips_and_no_query(split_job):
+    """A part's write: the record and the cancel flag (gets), its cas, and
+    the public document's gets and cas. At most one per FLUSH_INTERVAL per part."""
+    _, reporters = split_job
+    reporter = reporters[7]
+    cost = steady(reporter.flush)
+    _said("a part's progress write", cost)
+    assert (cost.round_trips, cost.queries) == (4, 0)
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ a cancel; a part that fails; limits that count the job once."""
 import csv
 import io
 import json
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -16,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests import processes
-from tests.web import WebClient
+from tests.web import DEMO_PASSWORD, WebClient
 
 pytestmark = pytest.mark.farm
 
@@ -212,3 +213,43 @@ def test_limits_count_a_split_job_once(fanout):
     again = fanout.start_split("bob", parts=1, seconds=0.1)
     assert not again.startswith("refused"), again
     assert _follow(bob, again)[-1]["state"] == "succeeded"
+
+
+@pytest.mark.browser
+def test_in_a_browser_a_split_report_shows_one_bar_and_its_parts_then_downloads(fanout, tmp_path):
+    """A person starts the sales report: one bar, a line saying how many
+    parts run and wait and on which workers, then the file."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, SHOTS
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(base_url=fanout.node, accept_downloads=True).new_page()
+            page.goto("/accounts/login/")
+            page.get_by_label("Username").fill("alice")
+            page.get_by_label("Password").fill(DEMO_PASSWORD)
+            page.get_by_role("button", name="Log in").click()
+            page.goto("/reports/sales-by-region/")
+            page.get_by_label("Date from").fill(ALL_DATES["date_from"])
+            page.get_by_label("Date to").fill(ALL_DATES["date_to"])
+            page.get_by_role("button", name="Start report").click()
+            parts = page.locator(".job-progress [data-field=parts]")
+            expect(parts).to_contain_text(
+                re.compile(r"Parts: \d of \d done, 2 running.* · on w\d@.*, w\d@"), timeout=60_000
+            )
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=SHOTS / "report-in-parts-running.png", full_page=True)
+            expect(page.locator(".job-progress.state-succeeded")).to_be_visible(timeout=120_000)
+            expect(parts).to_have_text(re.compile(r"Ran in \d+ parts\."))
+            expect(page.get_by_role("progressbar")).to_have_attribute("aria-valuenow", "100")
+            page.screenshot(path=SHOTS / "report-in-parts-done.png", full_page=True)
+            with page.expect_download() as download_info:
+                page.locator(".job-progress [data-field=download]").click()
+            path = tmp_path / "sales.csv"
+            download_info.value.save_as(path)
+        finally:
+            browser.close()
+    rows = list(csv.reader(io.StringIO(path.read_text())))
+    assert rows[0][:3] == ["region", "month", "orders"] and len(rows) > 10

@@ -66,11 +66,13 @@ def _final(client: WebClient, job: str) -> dict:
 
 
 def _running_on_a_worker(farm: HostFarm) -> tuple[WebClient, str, str]:
-    """alice's report, running: her client, the job, and the worker host it runs on."""
+    """alice's report, running: her client, the job, and the worker host it
+    runs on (a report that runs whole, on one host: tests/test_fanout.py
+    kills a worker under a job in parts)."""
     before = {host: farm.logs(host).count(" received") for host in ("worker1", "worker2")}
     with farm.lan.inside("client"):
         alice = WebClient(farm.url).login("alice")
-        job = alice.start_report("sales-by-region", ALL_DATES)["job"]
+        job = alice.start_report("return-rates", {**ALL_DATES, "min_units": 10})["job"]
         alice.wait_until(job, lambda p: p["state"] == "running" and p["percent"] > 0, timeout=60)
     worker = next(h for h in before if farm.logs(h).count(" received") > before[h])
     return alice, job, worker

@@ -19,6 +19,8 @@ pytestmark = pytest.mark.farm
 
 ALL_DATES = {"date_from": "2024-01-01", "date_to": "2025-12-31"}
 JSON = {"Accept": "application/json"}
+# A report that runs whole, as one task (the sales report runs in parts: tests/test_fanout.py).
+WHOLE = {**ALL_DATES, "min_units": 10}
 
 
 @dataclass
@@ -110,7 +112,7 @@ def test_a_task_delivered_twice_runs_its_job_once(delivery):
     with processes.stopped_after() as started:
         first = delivery.worker("first")
         started.append(first)
-        job = alice.start_report("sales-by-region", ALL_DATES, node=delivery.node)["job"]
+        job = alice.start_report("return-rates", WHOLE, node=delivery.node)["job"]
         alice.wait_until(job, lambda p: p["state"] == "running", timeout=60, what="the first run")
         second = delivery.worker("second")
         started.append(second)
@@ -130,7 +132,7 @@ def test_a_stalled_run_the_reaper_took_for_lost_never_writes_over_it(delivery):
     with processes.stopped_after() as started:
         stalled = delivery.worker("stalled")
         started.append(stalled)
-        job = alice.start_report("sales-by-region", ALL_DATES, node=delivery.node)["job"]
+        job = alice.start_report("return-rates", WHOLE, node=delivery.node)["job"]
         alice.wait_until(job, lambda p: p["state"] == "running" and p["percent"] > 1, timeout=60)
         os.killpg(stalled.proc.pid, signal.SIGSTOP)  # hung: no heartbeat, no progress
         try:

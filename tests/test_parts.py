@@ -64,8 +64,11 @@ def test_a_count_memcached_lost_is_taken_from_the_rows(job):
     for n in range(5):
         assert finish_part(job.id, n) is False
     get_client().delete(left_key(job.id))  # memcached restarted
-    sends = [finish_part(job.id, n) for n in range(5, PARTS)]
+    recounts: list[int] = []
+    sends = [finish_part(job.id, n, on_recount=lambda n=n: recounts.append(n)) for n in range(5, PARTS)]
     assert sends == [False] * (PARTS - 6) + [True]
+    # Every finish with parts left says so: a memcached broker lost their tasks too.
+    assert recounts == list(range(5, PARTS - 1))
 
 
 @pytest.mark.parametrize("planted", [b"0", b"1", b"not a number"])

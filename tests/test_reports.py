@@ -2,6 +2,7 @@
 
 import csv
 import io
+import itertools
 from collections import defaultdict
 
 import pytest
@@ -133,3 +134,41 @@ def test_report_types_come_from_the_setting(settings):
     settings.REPORTS = {**settings.REPORTS, "TYPES": ["reports.models.Order"]}
     with pytest.raises(ImproperlyConfigured, match="not a Report subclass"):
         all_reports()
+
+
+def test_sales_by_region_in_parts_adds_up_to_the_report_in_one_run(shop, settings):
+    """The same report split in parts (run one after the other here, on real
+    memcached) and merged: the same file as the report run whole, although
+    orders straddle the parts' ranges."""
+    from progress import fanout
+    from progress.models import JobPart
+
+    params = {**PERIOD, "regions": []}
+    _, whole = _run("sales-by-region", params)
+    settings.REPORTS = {**settings.REPORTS, "PART_ROWS": 1000, "MAX_PARTS": 16}
+    report = all_reports()["sales-by-region"]
+    parts = report.split(params)
+    assert 5 < len(parts) <= 16
+    user = get_user_model().objects.create_user("u-split", password="x")
+    job = progress.create_job(owner=user, kind=report.name, title="split", params=params, parts=parts)
+    for index in range(len(parts)):
+        fanout.run_part(job_id=job.id, index=index, worker="test@here#1")
+    fanout.merge(job_id=job.id)
+    job.refresh_from_db()
+    assert job.state == "succeeded", job.error
+    split = list(
+        csv.reader(
+            io.StringIO(
+                results.read_all(
+                    ResultFile.objects.get(job=job, name=job.result_url.rsplit("/", 1)[1])
+                ).decode()
+            )
+        )
+    )
+    assert split == whole
+    # Orders did straddle: a part began with the order the part before ended with.
+    results_in_order = [p.result for p in JobPart.objects.filter(job=job).order_by("index")]
+    assert any(
+        before["last"] is not None and after["first"] is not None and before["last"] == after["first"][0]
+        for before, after in itertools.pairwise(results_in_order)
+    )

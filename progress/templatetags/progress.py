@@ -4,6 +4,7 @@
 {% progress_assets %}            in <head>: the bar's CSS and JS
 {% progress_bar job record %}    a live bar for `job` (record: its JobRecord, optional)
 {{ job|job_page }}               the URL of the job's own page (its job type's)
+{{ record|parts_line }}          a job split in parts: how many run, wait, and where
 """
 
 from typing import Any
@@ -55,3 +56,24 @@ def job_page(job: Any) -> str:
     """The job's own page, as its type names it ("" for a type no longer installed)."""
     job_type = get_job_type(job.kind)
     return job_type.page_url(job.id) if job_type is not None else ""
+
+
+@register.filter
+def parts_line(record: Any) -> str:
+    """What the bar says of a job split in parts (progress.js's partsLine() says the same)."""
+    counts = record.part_counts() if record is not None else None
+    if not counts:
+        return ""
+    if record.is_final:
+        if record.state == "succeeded":
+            return f"Ran in {counts['total']} parts."
+        return f"{counts['done']} of {counts['total']} parts had finished."
+    waiting = []
+    if counts["running"]:
+        waiting.append(f"{counts['running']} running")
+    if counts["queued"]:
+        waiting.append(f"{counts['queued']} waiting for a worker")
+    line = f"Parts: {counts['done']} of {counts['total']} done" + "".join(f", {bit}" for bit in waiting)
+    if counts["workers"]:
+        line += " · on " + ", ".join(counts["workers"])
+    return line

@@ -115,10 +115,13 @@ def scan_order_lines(
         reporter.update(done, message=f"{done:,} of {total:,} order lines read")
 
 
-def split_order_lines() -> list[PartSpec]:
+def split_order_lines() -> list[PartSpec] | None:
     """The order lines in id ranges of about PART_ROWS, at most MAX_PARTS of
-    them (one range, to fail in the part, when there are no lines)."""
+    them (one range, to fail in the part, when there are no lines); None,
+    to run whole, when PART_ROWS is 0."""
     config = get_config()
+    if config["PART_ROWS"] <= 0:
+        return None
     bounds = OrderLine.objects.aggregate(lo=Min("id"), hi=Max("id"))
     lo, hi = bounds["lo"], bounds["hi"]
     if lo is None:

@@ -37,7 +37,7 @@ class SalesByRegion(Report):
     description = "Orders, units, gross and net sales and returns per region per month, with a chart."
     form_class = SalesByRegionForm
 
-    def split(self, params: dict[str, Any]) -> list[PartSpec]:
+    def split(self, params: dict[str, Any]) -> list[PartSpec] | None:
         """Ranges of order line ids: the parts read them at once on any
         workers, each totalling its own lines; the merge adds the totals up."""
         return split_order_lines()
@@ -52,7 +52,7 @@ class SalesByRegion(Report):
         return self._write(job, tracker, params, _added_up([part.result for part in parts]))
 
     def run(self, *, job: Job, params: dict[str, Any], tracker: Tracker) -> JobResult:
-        """The report in one run (a project whose split gives None)."""
+        """The report in one run (REPORTS_PART_ROWS=0)."""
         return self._write(job, tracker, params, _added_up([_partial(_scan(tracker.reporter, params))]))
 
     def _write(self, job: Job, tracker: Tracker, params: dict[str, Any], totals: Totals) -> JobResult:

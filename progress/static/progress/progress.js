@@ -36,6 +36,19 @@
     return FINAL[data.state] ? "" : "running for " + duration((Date.now() - started) / 1000);
   }
 
+  // A job split in parts: how many run, wait, and where (the widget's parts_line says the same).
+  function partsLine(data) {
+    var parts = data.parts;
+    if (!parts) return "";
+    if (data.state === "succeeded") return "Ran in " + parts.total + " parts.";
+    if (FINAL[data.state]) return parts.done + " of " + parts.total + " parts had finished.";
+    var line = "Parts: " + parts.done + " of " + parts.total + " done";
+    if (parts.running) line += ", " + parts.running + " running";
+    if (parts.queued) line += ", " + parts.queued + " waiting for a worker";
+    if (parts.workers && parts.workers.length) line += " · on " + parts.workers.join(", ");
+    return line;
+  }
+
   function csrfToken(form) {
     var input = form && form.querySelector("input[name=csrfmiddlewaretoken]");
     return input ? input.value : "";
@@ -112,6 +125,11 @@
     var elapsed = this.field("elapsed");
     if (elapsed) elapsed.textContent = formatElapsed(data);
     this.field("message").textContent = data.message || "";
+    var parts = this.field("parts");
+    if (parts) {
+      parts.textContent = partsLine(data);
+      parts.hidden = !data.parts;
+    }
     var retry = this.field("retry");
     if (retry) {
       retry.hidden = !(data.attempt > 1);
