@@ -20,11 +20,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
-from celery.exceptions import SoftTimeLimitExceeded
-
 from progress import store
 from progress.combined import parts_share
-from progress.exceptions import JobCancelled, JobEnded, JobFailed, JobNotRunnable, ProgressUnavailable
+from progress.exceptions import JobEnded, JobNotRunnable, ProgressUnavailable
 from progress.jobtypes import JobType, get_job_type
 from progress.models import Job, JobPart
 from progress.part_reporter import PartReporter
@@ -32,10 +30,11 @@ from progress.parts import finish_part, short_worker, start_part, stop_parts
 from progress.records import JobRecord
 from progress.reporter import ProgressReporter
 from progress.services import (
-    TIME_LIMIT_ERROR,
+    STOPPED,
     Tracker,
     begin_job,
     finish_job,
+    how_it_ended,
     internal_error,
     keep_slots,
     record_from_job,
@@ -136,19 +135,14 @@ def track_part(job: Job, job_type: JobType, index: int, *, worker: str) -> Itera
     tracker = Tracker(reporter)
     tracker.part = part
     keep_slots(reporter, record)
-    error = ""
     try:
         yield tracker
     except JobEnded:
         reporter.stop_heartbeat()
         logger.warning("job %s ended elsewhere while part %s was working: it stops here", job.id, index)
         return
-    except JobCancelled:
-        state = State.CANCELLED
-    except JobFailed as exc:
-        state, error = State.FAILED, str(exc)
-    except SoftTimeLimitExceeded:
-        state, error = State.FAILED, TIME_LIMIT_ERROR
+    except STOPPED as exc:
+        state, error = how_it_ended(exc)
     except BaseException:
         reporter.stop_heartbeat()
         logger.exception("job %s part %s crashed", job.id, index)

@@ -327,26 +327,21 @@ def tracking(record: JobRecord, reporter: ProgressReporter) -> Iterator[Tracker]
     job_id = record.job
     tracker = Tracker(reporter)
     keep_slots(reporter, record)
-    error = ""
     try:
         yield tracker
     except JobEnded:
         reporter.stop_heartbeat()
         logger.warning("job %s ended elsewhere while this run was working: it stops here", job_id)
         return
-    except JobCancelled:
-        state = State.CANCELLED
-    except JobFailed as exc:
-        state, error = State.FAILED, str(exc)
-    except SoftTimeLimitExceeded:
-        state, error = State.FAILED, TIME_LIMIT_ERROR
+    except STOPPED as exc:
+        state, error = how_it_ended(exc)
     except BaseException:
         reporter.stop_heartbeat()
         logger.exception("job %s crashed", job_id)
         finish_job(record, State.FAILED, ending=State.RUNNING, error=internal_error(job_id))
         raise
     else:
-        state = State.SUCCEEDED
+        state, error = State.SUCCEEDED, ""
     # The heartbeat writes the same record: stop it before the final write.
     reporter.stop_heartbeat()
     result = tracker.result if state == State.SUCCEEDED else JobResult()
@@ -356,6 +351,17 @@ def tracking(record: JobRecord, reporter: ProgressReporter) -> Iterator[Tracker]
 
 
 TIME_LIMIT_ERROR = "The job took longer than its time limit and was stopped."
+# What a job's body (or a part's) raises to stop: how_it_ended() says how.
+STOPPED = (JobCancelled, JobFailed, SoftTimeLimitExceeded)
+
+
+def how_it_ended(exc: BaseException) -> tuple[State, str]:
+    """The final state a STOPPED exception ends the job in, and the sentence the user sees."""
+    if isinstance(exc, JobCancelled):
+        return State.CANCELLED, ""
+    if isinstance(exc, SoftTimeLimitExceeded):
+        return State.FAILED, TIME_LIMIT_ERROR
+    return State.FAILED, str(exc)
 
 
 def internal_error(job_id: str) -> str:
