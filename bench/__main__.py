@@ -4,6 +4,7 @@ from bench import (
     celery_broker,
     dashboard,
     endpoint,
+    fanout,
     farm,
     memory,
     polls,
@@ -32,6 +33,8 @@ def main() -> None:
     print(polls.report(polls.run()), flush=True)
     print()
     print(farm.report(farm.run()), flush=True)
+    print()
+    print(fanout.report(fanout.run()), flush=True)
     print()
     print(memory.report(memory.run()), flush=True)
 

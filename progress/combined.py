@@ -2,7 +2,7 @@
 
 Every part's writer puts its own progress into its entry of the job's record
 (a cas over the record memcached holds, so parts never write over each
-other), and the job's percent, ETA and message are computed from all the
+other), and the job's percent and ETA are computed from all the
 entries there. The record stays one key: a poll, nginx's fast path
 included, still costs one round trip, whatever the number of parts.
 
@@ -31,9 +31,10 @@ def _weights(parts: Sequence[PartProgress]) -> list[float]:
 
 
 def combine(record: JobRecord, *, share: float) -> None:
-    """Set the job's percent, ETA, current/total and message from its parts'
-    entries. The ETA is the work left over the rate at which the running
-    parts do it now: parts waiting for a worker add work, not speed."""
+    """Set the job's percent, ETA and current/total (parts done of all) from
+    its parts' entries; the message is the parts' own (PartReporter). The
+    ETA is the work left over the rate at which the running parts do it
+    now: parts waiting for a worker add work, not speed."""
     parts = record.parts
     if not parts:
         return
@@ -47,5 +48,3 @@ def combine(record: JobRecord, *, share: float) -> None:
     record.eta_seconds = round(left / (share * rate), 1) if rate > 0 and share > 0 else None
     counts = record.part_counts() or {}
     record.current, record.total = counts["done"], counts["total"]
-    running = f", {counts['running']} running" if counts["running"] else ""
-    record.message = f"{counts['done']} of {counts['total']} parts done{running}"

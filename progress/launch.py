@@ -213,9 +213,13 @@ def send_task(job: Job, job_type: JobType) -> None:
 
     options = task_options(job_type)
     if job.part_count:
-        for index in JobPart.objects.filter(job_id=job.id, state=State.QUEUED).values_list(
-            "index", flat=True
-        ):
+        # A first send finds every part queued, as create_job made them.
+        queued = (
+            range(job.part_count)
+            if job.sends == 0
+            else JobPart.objects.filter(job_id=job.id, state=State.QUEUED).values_list("index", flat=True)
+        )
+        for index in queued:
             run_part.apply_async(args=[job.id, index], **options)
     else:
         run_job.apply_async(args=[job.id], **options)

@@ -32,6 +32,7 @@ class PartReporter(ProgressReporter):
         self.worker = worker
         self.share = share
         self._finished = False
+        self._message = ""  # the record's is another part's
 
     def finish(self) -> None:
         """The part's work is done: its entry says so (a last write)."""
@@ -57,6 +58,10 @@ class PartReporter(ProgressReporter):
         entry.beat_at = self.record.heartbeat_at
         entry.attempt = self.attempt
         stored.stage = self.record.stage
+        # The parts line already counts the parts: the message line says what
+        # the part that wrote last is doing, in its job's own words.
+        if self._message and not self._finished:
+            stored.message = f"Part {self.index + 1} of {len(stored.parts)}: {self._message}"
         stored.heartbeat_at = self.record.heartbeat_at
         combine(stored, share=self.share)
         return True

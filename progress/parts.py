@@ -26,7 +26,6 @@ from typing import Any
 from pymemcache.exceptions import MemcacheError
 
 from core.client import get_client
-from progress.conf import get_config
 from progress.models import Job, JobPart
 from progress.states import State
 
@@ -48,19 +47,14 @@ def left_key(job_id: str) -> str:
 
 
 def create_parts(job: Job, specs: Sequence[PartSpec]) -> list[JobPart]:
-    """The job's parts, queued, and their count in memcached (which may
-    fail: the rows are enough)."""
+    """The job's parts, queued. Their count in memcached (`left_key`) is
+    written with the job's record (services.create_job), in its round trip."""
     if not specs:
         raise ValueError("a job split in parts needs at least one part")
-    rows = JobPart.objects.bulk_create(
+    return JobPart.objects.bulk_create(
         JobPart(job=job, index=index, size=max(spec.size, 0), params=spec.params)
         for index, spec in enumerate(specs)
     )
-    try:
-        get_client().set(left_key(job.id), str(len(rows)).encode(), expire=get_config()["RECORD_TTL"])
-    except (MemcacheError, OSError) as exc:
-        logger.warning("job %s: parts counted in the database only: %s", job.id, exc)
-    return rows
 
 
 def short_worker(worker: str) -> str:

@@ -19,7 +19,7 @@ from progress.exceptions import JobCancelled, JobEnded, JobFailed, JobNotRunnabl
 from progress.ids import new_job_id, new_read_token
 from progress.models import Job, JobPart
 from progress.outcome import JobResult
-from progress.parts import PartSpec, create_parts, short_worker
+from progress.parts import PartSpec, create_parts, left_key, short_worker
 from progress.records import JobRecord, PartProgress
 from progress.reporter import ProgressReporter
 from progress.states import FINAL_STATES, State
@@ -126,6 +126,7 @@ def create_job(
                 parts=[PartProgress(size=spec.size) for spec in parts],
             ),
             taking=taking,
+            counters={left_key(job.id): len(parts)} if parts else None,
         )
     count_soon("jobs", kind=kind, state=State.QUEUED)
     return job

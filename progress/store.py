@@ -16,7 +16,7 @@ server nginx's key hash picks.
 import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 
 from pymemcache.exceptions import MemcacheError
@@ -116,9 +116,12 @@ def read_raw(job_id: str) -> bytes | None:
         return get_client().get(record_key(job_id))
 
 
-def create(record: JobRecord, *, taking: Taking | None = None) -> None:
-    """Write a new record and its public document, and take the job's limit
-    slots (`taking`), in one round trip (on one server). Refuses to overwrite
+def create(
+    record: JobRecord, *, taking: Taking | None = None, counters: Mapping[str, int] | None = None
+) -> None:
+    """Write a new record and its public document, take the job's limit
+    slots (`taking`) and set the job's `counters` (keys living as long as
+    the record), in one round trip (on one server). Refuses to overwrite
     an existing record. Raises SlotsTaken, with nothing written, when a racer
     took one of the slots first."""
     batch = MetaBatch()
@@ -130,6 +133,10 @@ def create(record: JobRecord, *, taking: Taking | None = None) -> None:
     if record.read_token:
         public, document, expire = _public_document(record)
         published = batch.add(b"ms", public, f"T{expire}", "ME", value=document)
+    counted = [
+        batch.add(b"ms", counter, f"T{_ttl(record)}", value=str(value).encode())
+        for counter, value in (counters or {}).items()
+    ]
     with _memcached("add"):
         replies = batch.run()
     if taking is not None and not taking.taken(replies):
@@ -138,6 +145,9 @@ def create(record: JobRecord, *, taking: Taking | None = None) -> None:
             undo.add(b"md", key)
         if published is not None and replies[published].status == b"HD":
             undo.add(b"md", public)
+        for counter, index in zip(counters or {}, counted, strict=True):
+            if replies[index].status == b"HD":
+                undo.add(b"md", counter)
         with suppress(MemcacheError, OSError):
             undo.run()
         taking.lease.release()

@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from progress import services, store
+from progress.models import Job
 from progress.part_reporter import PartReporter
 from progress.parts import PartSpec
 from progress.records import MAX_PARTS
@@ -195,6 +196,44 @@ def test_a_refused_start_costs_less_than_an_accepted_one(starters, settings):
     _said("a report start, refused (503)", cost)
     assert cost.result.status_code == 503 and cost.result["Retry-After"]
     assert cost.round_trips <= 3 and cost.queries == 0
+
+
+SPLIT = 4
+
+
+@pytest.fixture
+def order_lines(settings):
+    from reports import dataset
+    from reports.models import OrderLine
+
+    dataset.generate(customers=20, products=5, orders=200, seed=1)
+    lines = OrderLine.objects.count()
+    settings.REPORTS = {**settings.REPORTS, "PART_ROWS": -(-lines // SPLIT)}
+    settings.LIMITS = {**settings.LIMITS, "REPORTS_PER_KIND": 100}
+
+
+def _start_sales(client: Client):
+    params = {"date_from": "2024-01-01", "date_to": "2025-12-31"}
+    return client.post("/reports/sales-by-region/", params, **JSON, HTTP_X_CSRFTOKEN="c" * 32)
+
+
+def test_a_split_start_costs_a_whole_start_and_a_send_per_part(order_lines, starters, settings):
+    """A job in parts sends one task per part; the rest of its start costs
+    what a whole job's does."""
+    fresh = iter(starters)
+    assert _start_sales(next(fresh)).status_code == 202 and _start_sales(next(fresh)).status_code == 202
+    split = steady(lambda: _start_sales(next(fresh)))
+    _said(f"a report start in {SPLIT} parts, accepted", split)
+    settings.REPORTS = {**settings.REPORTS, "PART_ROWS": 0}
+    whole = steady(lambda: _start_sales(next(fresh)))
+    _said("the same report start, whole", whole)
+    assert split.result.status_code == 202 and whole.result.status_code == 202
+    assert Job.objects.get(pk=split.result.json()["job"]).part_count == SPLIT
+    sends = [sum(runs(trip) == "ms*2 incr" for trip in cost.trips) for cost in (split, whole)]
+    assert sends == [SPLIT, 1]
+    # The rest the same, give or take the counters' sender's flush (a thread's, once a second).
+    assert split.round_trips - SPLIT <= whole.round_trips - 1 + 1
+    assert split.queries <= whole.queries + 2  # the ids' bounds, and the parts in one insert
 
 
 def test_a_batch_of_a_hundred_is_claimed_in_two_round_trips_and_acknowledged_in_one():

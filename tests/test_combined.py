@@ -3,6 +3,7 @@ entries (pure logic), what a record may hold in them, and parts writing
 their entries at once into one record on a real memcached."""
 
 import json
+import re
 import threading
 import time
 
@@ -35,7 +36,7 @@ def test_the_bar_weighs_parts_by_size_and_fills_the_first_stages_share():
     assert record.percent == pytest.approx(25.0)
     # Work left (80 % * (1 - 2.5 / 8) + 20 %) over the running part's rate (80 % * 3 / 8 * 0.1).
     assert record.eta_seconds == pytest.approx((0.8 * (1 - 2.5 / 8) + 0.2) / (0.8 * 3 / 8 * 0.1), abs=0.1)
-    assert (record.current, record.total, record.message) == (1, 3, "1 of 3 parts done, 1 running")
+    assert (record.current, record.total) == (1, 3)
     assert record.public()["parts"] == {"total": 3, "queued": 1, "running": 1, "done": 1, "workers": ["w1@a"]}
 
 
@@ -84,7 +85,7 @@ def test_the_parts_line_says_what_runs_waits_and_where():
         PartProgress(state="queued"),
     )
     assert parts_line(record) == "Parts: 1 of 4 done, 2 running, 1 waiting for a worker · on w1@a, w2@b"
-    assert parts_line(_record(PartProgress(state="succeeded"), state="succeeded")) == "Ran in 1 parts."
+    assert parts_line(_record(PartProgress(state="succeeded"), state="succeeded")) == "Ran in 1 part."
     assert (
         parts_line(_record(PartProgress(state="running"), state="cancelled")) == "0 of 1 parts had finished."
     )
@@ -120,7 +121,7 @@ def test_parts_writing_at_once_lose_no_update_and_cost_four_round_trips_each(spl
                 record, index=index, attempt=1, worker=f"w{index}@h", share=0.9, flush_interval=0
             )
             reporter.plan([("working", 1)])
-            reporter.stage("working", total=100)
+            reporter.stage("working", total=100, message="counting")
             barrier.wait(10)
             for done in range(1, 101):
                 reporter.update(done if index % 2 else done // 2)
@@ -136,6 +137,8 @@ def test_parts_writing_at_once_lose_no_update_and_cost_four_round_trips_each(spl
     stored = store.read(job.id)
     assert [p.done for p in stored.parts] == [0.5 if n % 2 == 0 else 1.0 for n in range(PARTS)]
     assert [p.worker for p in stored.parts] == [f"w{n}@h" for n in range(PARTS)]
+    # The message line: what the part that wrote last does (the parts line counts them).
+    assert re.fullmatch(rf"Part [1-{PARTS}] of {PARTS}: counting", stored.message), stored.message
     sizes = [n + 1 for n in range(PARTS)]
     expected = 0.9 * sum(s * (0.5 if n % 2 == 0 else 1.0) for n, s in enumerate(sizes)) / sum(sizes) * 100
     assert stored.percent == pytest.approx(expected, abs=0.1)

@@ -30,6 +30,8 @@ class Fanout:
     dir: Path
     env: dict
     node: str
+    memcached: processes.Process
+    memcached_address: str
     workers: dict[str, processes.Process] = field(default_factory=dict)
     others: list = field(default_factory=list)
 
@@ -106,7 +108,7 @@ def fanout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fanout]:
         web, url = processes.gunicorn(env, base, "fanout-node")
         started.append(web)
         started.append(processes.celery_beat(env, base, "fanout-beat"))
-        farm = Fanout(dir=base, env=env, node=url)
+        farm = Fanout(dir=base, env=env, node=url, memcached=mc, memcached_address=address)
         farm.worker("w1")
         farm.worker("w2")
         yield farm
@@ -202,6 +204,40 @@ def test_a_part_that_fails_fails_the_job_with_its_reason_and_stops_the_others(fa
     assert states[1] == "failed"
     assert "running" not in states.values() and "queued" not in states.values()
     assert "merge" not in fanout.notes(job)
+    # Its slot is free again (split-sleep allows one job per user).
+    again = fanout.start_split("alice", parts=1, seconds=0.1)
+    assert not again.startswith("refused"), again
+    assert _follow(alice, again)[-1]["state"] == "succeeded"
+
+
+def test_a_memcached_restart_under_a_split_job_loses_nothing_the_rows_know(fanout):
+    """memcached, store and broker, restarts while parts are done, running
+    and queued: the job's record, its count of parts and the queued parts'
+    tasks are gone. The running parts put the record back from the rows and
+    send the queued parts again; the job ends with every part's result, and
+    no part that had finished runs again."""
+    alice = fanout.client()
+    job = fanout.start_split("alice", parts=6, seconds=6 * STEP_SECONDS)
+    alice.wait_until(
+        job,
+        lambda p: p["parts"]["done"] >= 1 and p["parts"]["running"] == 2 and p["parts"]["queued"] >= 1,
+        what="parts done, running and queued",
+    )
+    done_before = {p["index"] for p in fanout.parts(job) if p["state"] == "succeeded"}
+    fanout.memcached.stop(signal.SIGKILL)
+    fanout.memcached, _ = processes.memcached(
+        fanout.dir, port=int(fanout.memcached_address.rsplit(":", 1)[1])
+    )
+    fanout.others.append(fanout.memcached)
+    final = _follow(alice, job)[-1]
+    assert final["state"] == "succeeded" and final["message"] == "6 parts, sum 15", final
+    parts = fanout.parts(job)
+    assert {p["state"] for p in parts} == {"succeeded"}
+    # Every part ran once (the worker that ran each lived): none lost, none repeated.
+    assert [p["attempt"] for p in parts] == [1] * 6
+    notes = fanout.notes(job)  # what was noted after the restart
+    assert not done_before & {int(k[4:]) for k in notes if k.startswith("part")}
+    assert len(notes["merge"]) == 1
 
 
 def test_limits_count_a_split_job_once(fanout):

@@ -19,9 +19,13 @@ PARTS = 16
 @pytest.fixture
 def job(db) -> Job:
     owner = get_user_model().objects.create_user("splitter")
-    job = services.create_job(owner=owner, kind="sales-by-region", title="split", params={})
-    create_parts(job, [PartSpec(size=100 + n, params={"n": n}) for n in range(PARTS)])
-    return job
+    return services.create_job(
+        owner=owner,
+        kind="sales-by-region",
+        title="split",
+        params={},
+        parts=[PartSpec(size=100 + n, params={"n": n}) for n in range(PARTS)],
+    )
 
 
 def test_the_last_part_to_finish_and_only_it_sends_the_merge(job):
@@ -44,8 +48,9 @@ def test_a_part_delivered_twice_runs_once_and_counts_once(job):
 
 def test_parts_finishing_at_once_on_many_workers_send_one_merge(transactional_db):
     owner = get_user_model().objects.create_user("racer")
-    job = services.create_job(owner=owner, kind="sales-by-region", title="race", params={})
-    create_parts(job, [PartSpec() for _ in range(PARTS)])
+    job = services.create_job(
+        owner=owner, kind="sales-by-region", title="race", params={}, parts=[PartSpec()] * PARTS
+    )
     barrier, sends = threading.Barrier(PARTS), []
 
     def finish(n: int) -> None:

@@ -66,7 +66,7 @@ def parts_line(record: Any) -> str:
         return ""
     if record.is_final:
         if record.state == "succeeded":
-            return f"Ran in {counts['total']} parts."
+            return f"Ran in {counts['total']} part{'' if counts['total'] == 1 else 's'}."
         return f"{counts['done']} of {counts['total']} parts had finished."
     waiting = []
     if counts["running"]:

@@ -40,7 +40,7 @@
   function partsLine(data) {
     var parts = data.parts;
     if (!parts) return "";
-    if (data.state === "succeeded") return "Ran in " + parts.total + " parts.";
+    if (data.state === "succeeded") return "Ran in " + parts.total + (parts.total === 1 ? " part." : " parts.");
     if (FINAL[data.state]) return parts.done + " of " + parts.total + " parts had finished.";
     var line = "Parts: " + parts.done + " of " + parts.total + " done";
     if (parts.running) line += ", " + parts.running + " running";
