@@ -29,7 +29,7 @@ count is never split.
 import logging
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pymemcache.exceptions import MemcacheError
@@ -94,13 +94,21 @@ class Lease:
         self.versions[key] = version
         self.ours_until[key] = time.monotonic() + self.ttl / 2
 
-    def renew(self, ttl: int | None = None) -> None:
-        """Extend the lease; a slot that vanished (memcached restarted) is taken again."""
+    def renew(self, ttl: int | None = None, *, still_held: Callable[[], bool] | None = None) -> None:
+        """Extend the lease; a slot that vanished (memcached restarted) is
+        taken again, unless `still_held` says the holder gave it up: slots
+        released by whoever ended the holder's job while this renewal was
+        under way stay released."""
         ttl = self.ttl if ttl is None else ttl
+        held: bool | None = None
         try:
             for key in self.keys:
                 client = _client(key)
                 if not client.touch(key, ttl):
+                    if held is None:
+                        held = still_held() if still_held is not None else True
+                    if not held:
+                        return
                     client.add(key, self.holder.encode(), expire=ttl)
                     self.versions.pop(key, None)
                     self.ours_until.pop(key, None)

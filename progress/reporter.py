@@ -264,8 +264,9 @@ class ProgressReporter:
                     self.on_beat()
                 self._beat_in_database()
         finally:
-            if self._beat_in_db:
-                connection.close()  # this thread's own, opened for the beats
+            # This thread's own connection, if a beat opened one (in the
+            # database, or renewing slots: services.slots_renewer).
+            connection.close()
 
     def _due_in_database(self) -> bool:
         """Whether a heartbeat goes to the database now: memcached has taken

@@ -9,7 +9,7 @@ from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import DatabaseError, transaction
 
 from core.counters import count, count_soon, observe_duration
 from core.slots import Lease, Taking
@@ -375,8 +375,26 @@ def keep_slots(reporter: ProgressReporter, record: JobRecord) -> None:
     free after lost_after(), even without the reaper."""
     lease = Lease(holder=record.job, ttl=int(lost_after()) + 1, keys=record.slots)
     lease.renew()
-    reporter.on_beat = lease.renew
+    reporter.on_beat = slots_renewer(lease)
     reporter.start_heartbeat()
+
+
+def slots_renewer(lease: Lease) -> Callable[[], None]:
+    """What a heartbeat calls to renew the job's slots. A slot found gone is
+    taken again only while the job's row says it runs: a job split in parts
+    beats in every part, and another part may have ended the job (and
+    released its slots) a moment ago; taken again, they would keep the user
+    out until they expired."""
+
+    def running() -> bool:
+        # The row ends before the slots are released (finish_job), so a
+        # slot released for good is seen with the row that ended.
+        try:
+            return Job.objects.filter(pk=lease.holder, state=State.RUNNING).exists()
+        except DatabaseError:
+            return True  # as before: memcached, not the database, decides
+
+    return lambda: lease.renew(still_held=running)
 
 
 def republished(record: JobRecord | None) -> JobRecord | None:

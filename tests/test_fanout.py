@@ -218,6 +218,7 @@ def test_a_memcached_restart_under_a_split_job_loses_nothing_the_rows_know(fanou
     no part that had finished runs again."""
     alice = fanout.client()
     job = fanout.start_split("alice", parts=6, seconds=6 * STEP_SECONDS)
+    assert not job.startswith("refused"), job
     alice.wait_until(
         job,
         lambda p: p["parts"]["done"] >= 1 and p["parts"]["running"] == 2 and p["parts"]["queued"] >= 1,

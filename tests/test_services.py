@@ -127,3 +127,24 @@ def test_final_state_is_served_from_the_database_when_memcached_is_down(alice, s
     running = Job.objects.create(owner=alice, kind="demo", state="running")
     with pytest.raises(ProgressUnavailable):
         selectors.job_record(job_id=running.id, owner_id=alice.pk)
+
+
+def test_a_heartbeat_takes_a_vanished_slot_again_only_while_its_job_runs(alice):
+    """A job split in parts beats in every part: a part still beating must
+    not take back the slots that another part's end released a moment ago."""
+    from core.client import server_client
+    from core.slots import Lease
+    from progress.states import State
+
+    key = "slot:beat-test:0"
+    job = services.create_job(owner=alice, kind="demo", title="Demo", params={}, slots=[key])
+    record = services.begin_job(job.id)
+    renew = services.slots_renewer(Lease(holder=job.id, ttl=30, keys=[key]))
+    slot = server_client("slot:beat-test")
+    slot.delete(key)  # memcached restarted under a running job
+    renew()
+    assert slot.get(key) == job.id.encode()
+    assert services.finish_job(record, State.FAILED, ending=State.RUNNING, error="Part 2 failed.")
+    assert slot.get(key) is None
+    renew()  # a part's heartbeat that has not yet seen the end
+    assert slot.get(key) is None
