@@ -230,10 +230,7 @@ def send_part(job: Job, index: int) -> None:
     """Send one part's task again (the reaper: its worker died)."""
     from progress.tasks import run_part
 
-    job_type = get_job_type(job.kind)
-    if job_type is None:
-        raise JobNotRunnable(f"no job type {job.kind!r}")
-    run_part.apply_async(args=[job.id, index], **task_options(job_type))
+    run_part.apply_async(args=[job.id, index], **task_options(_installed_type(job)))
 
 
 def task_options(job_type: JobType) -> dict[str, Any]:
@@ -352,15 +349,17 @@ def reap_lost_jobs() -> list[str]:
     )
 
 
-def _send_merge(job: Job) -> None:
+def _installed_type(job: Job) -> JobType:
+    """The job's type, for sending its tasks again (JobNotRunnable if it is gone)."""
     job_type = get_job_type(job.kind)
     if job_type is None:
         raise JobNotRunnable(f"no job type {job.kind!r}")
-    fanout.send_merge(job, job_type)
+    return job_type
+
+
+def _send_merge(job: Job) -> None:
+    fanout.send_merge(job, _installed_type(job))
 
 
 def _send_again(job: Job) -> None:
-    job_type = get_job_type(job.kind)
-    if job_type is None:
-        raise JobNotRunnable(f"no job type {job.kind!r}")
-    send_task(job, job_type)
+    send_task(job, _installed_type(job))

@@ -119,7 +119,9 @@ def scan_order_lines(
     # Where each field is in a line's row and its order's, put together.
     joined = ["order_id", *line_fields, *(f"order__{name}" for name in order_fields)]
     pick = itemgetter(*(joined.index(name) for name in fields))
-    on_orders = {name[7:]: value for name, value in filters.items() if name.startswith("order__")}
+    on_orders = {
+        name.removeprefix("order__"): value for name, value in filters.items() if name.startswith("order__")
+    }
     on_lines = {name: value for name, value in filters.items() if not name.startswith("order__")}
     lines = OrderLine.objects.filter(**on_lines).order_by("id")
     orders = Order.objects.filter(placed_on__gte=date_from, placed_on__lte=date_to, **on_orders)
