@@ -46,6 +46,11 @@ def mac(key: str, value: bytes, secret: bytes | None = None) -> bytes:
     return digest.digest()
 
 
+def verify_mac(key: str, value: bytes, tag: bytes) -> bool:
+    """Whether `tag` is the MAC of `value` under `key` by any secret in use."""
+    return any(hmac.compare_digest(tag, mac(key, value, secret)) for secret in secrets_in_use())
+
+
 def seal(key: str, value: bytes) -> bytes:
     """`value` as stored under `key` (the key without the namespace)."""
     return mac(key, value) + value

@@ -22,15 +22,12 @@ from contextlib import contextmanager, suppress
 from pymemcache.exceptions import MemcacheError
 
 from core.client import NGINX_READ_PREFIX, MetaBatch, get_client
-from core.seal import seal, unseal
+from core.seal import MAC_BYTES, mac, seal, unseal, verify_mac
 from core.slots import SlotsTaken, Taking
 from core.tampering import refused
 from progress.conf import get_config, lost_after
 from progress.exceptions import ProgressUnavailable
 from progress.records import CorruptRecord, JobRecord
-from progress.states import State
-
-STATES = frozenset(state.value for state in State)
 
 logger = logging.getLogger(__name__)
 
@@ -192,7 +189,7 @@ def update(job_id: str, change: Callable[[JobRecord], bool]) -> JobRecord | None
         if record is None:  # refused: as good as missing; the caller rebuilds it
             return None
         # The cancel flag, read in the same round trip, says what the record's field says.
-        record.cancel_requested = record.cancel_requested or flag in found
+        record.cancel_requested = record.cancel_requested or _cancel_flag(job_id, found.get(flag, (None,))[0])
         if not change(record):
             return record
         record.updated_at = time.time()
@@ -206,9 +203,19 @@ def update(job_id: str, change: Callable[[JobRecord], bool]) -> JobRecord | None
     raise ProgressUnavailable(f"job {job_id}: record kept changing, update abandoned")
 
 
+# A cancel flag is sealed like a record: one planted by anyone who can reach
+# memcached (job ids can be listed there) cancels nothing.
+CANCEL = b"1"
+
+
 def request_cancel(job_id: str) -> None:
+    key = cancel_key(job_id)
     with _memcached("set"):
-        get_client().set(cancel_key(job_id), b"1", expire=_ttl())
+        get_client().set(key, seal(key, CANCEL), expire=_ttl())
+
+
+def _cancel_flag(job_id: str, raw: bytes | None) -> bool:
+    return raw is not None and unseal("cancel", cancel_key(job_id), raw) == CANCEL
 
 
 def forget_cancel(job_id: str) -> None:
@@ -219,7 +226,8 @@ def forget_cancel(job_id: str) -> None:
 
 def is_cancel_requested(job_id: str) -> bool:
     with _memcached("get"):
-        return get_client().get(cancel_key(job_id)) is not None
+        raw = get_client().get(cancel_key(job_id))
+    return _cancel_flag(job_id, raw)
 
 
 def publish(record: JobRecord) -> None:
@@ -242,44 +250,62 @@ def publish(record: JobRecord) -> None:
         current, token = client.gets(key)
         if current is None:
             client.add(key, document, expire=expire)
-        elif not _final_document(current):
+        elif not _final_document(key, current):
             client.cas(key, document, token, expire=expire)
     except (MemcacheError, OSError) as exc:
         logger.warning("job %s: progress document not published: %s", record.job, exc)
 
 
 def read_public(job_id: str, read_token: str) -> bytes | None:
-    """The job's public document as published for nginx, checked (it is not
-    sealed: nginx serves it as it is), or None. One get: what a poll on the
-    read-token URL costs when Django answers it."""
+    """The job's public document as published for nginx, without its seal, if
+    it carries this farm's seal for this job and token (else None, as if it
+    were missing).
+    One get: what a poll on the read-token URL costs when Django answers it."""
+    key = public_key(job_id, read_token)
     with _memcached("get"):
-        raw = get_client().get(public_key(job_id, read_token))
+        raw = get_client().get(key)
     if raw is None:
         return None
-    try:
-        document = json.loads(raw)
-    except (ValueError, RecursionError):
-        document = None
-    if not (
-        isinstance(document, dict)
-        and document.get("job") == job_id
-        and document.get("state") in STATES
-        and isinstance(document.get("final"), bool)
-    ):
-        refused("pub", public_key(job_id, read_token), "not a progress document of this job")
-        return None
-    return raw
+    body = _document_body(key, raw)
+    if body is None:
+        refused("pub", key, "not a progress document of this job")
+    return body
 
 
-def _final_document(raw: bytes) -> bool:
-    """Whether the public document memcached holds is a final one. Not sealed
-    (nginx serves it as it is): anything but a final document of ours is
-    replaced."""
+def _final_document(key: str, raw: bytes) -> bool:
+    """Whether the public document memcached holds is a final one of ours:
+    a planted final document (or anything else) is replaced by the next write."""
+    body = _document_body(key, raw)
+    if body is None:
+        return False
     try:
-        document = json.loads(raw)
+        document = json.loads(body)
     except (ValueError, RecursionError):
         return False
     return isinstance(document, dict) and document.get("final") is True
+
+
+# A public document ends with its MAC as a last JSON member: nginx serves it
+# as it is and browsers ignore it, while Django and the writers can tell a
+# document of ours from a planted one.
+SEAL_MEMBER = b',"seal":"'
+_SEAL_SUFFIX = len(SEAL_MEMBER) + 2 * MAC_BYTES + len(b'"}')
+
+
+def _sealed_document(key: str, body: bytes) -> bytes:
+    return body[:-1] + SEAL_MEMBER + mac(key, body).hex().encode() + b'"}'
+
+
+def _document_body(key: str, raw: bytes) -> bytes | None:
+    """The document without its seal, or None if it is not sealed for `key`."""
+    if len(raw) <= _SEAL_SUFFIX or raw[-_SEAL_SUFFIX : -_SEAL_SUFFIX + len(SEAL_MEMBER)] != SEAL_MEMBER:
+        return None
+    body = raw[:-_SEAL_SUFFIX] + b"}"
+    try:
+        tag = bytes.fromhex(raw[-_SEAL_SUFFIX + len(SEAL_MEMBER) : -2].decode("ascii"))
+    except ValueError:
+        return None
+    return body if verify_mac(key, body, tag) else None
 
 
 def republish(record: JobRecord) -> None:
@@ -297,6 +323,7 @@ def republish(record: JobRecord) -> None:
 
 def _public_document(record: JobRecord) -> tuple[str, bytes, int]:
     """The key, the JSON and the lifetime of a record's public document."""
-    document = json.dumps(record.public(), separators=(",", ":")).encode()
+    key = public_key(record.job, record.read_token)
+    document = _sealed_document(key, json.dumps(record.public(), separators=(",", ":")).encode())
     expire = _ttl(record) if record.is_final else max(int(lost_after()), 2)
-    return public_key(record.job, record.read_token), document, expire
+    return key, document, expire

@@ -150,8 +150,9 @@ def test_a_job_started_and_followed_through_the_balancer_takes_the_fast_path(ngi
     assert statuses == {200: len(poller.answers)}, statuses
     fast = sum(1 for _, is_fast, _ in poller.answers if is_fast)
     assert fast >= len(poller.answers) - 2, (fast, len(poller.answers))  # all but a first miss or two
-    # The fast path's document is the session endpoint's.
+    # The fast path's document is the session endpoint's, with its seal (a MAC only the farm can check).
     through_django = alice.get(f"/progress/{job}/")
+    assert len(final.pop("seal")) == 32
     assert FAST not in through_django.headers and through_django.json() == final
     # Gone from memcached (it expired, or the server restarted): Django answers the
     # miss nginx marks, and puts the document back for the next poll.
@@ -164,7 +165,8 @@ def test_a_job_started_and_followed_through_the_balancer_takes_the_fast_path(ngi
     )
     missed, again = (requests.get(nginx_farm.url + fast_url, timeout=10) for _ in range(2))
     assert (FAST in missed.headers, FAST in again.headers) == (False, True)
-    assert missed.json() == again.json() == final
+    served_again = again.json()
+    assert served_again.pop("seal") and missed.json() == served_again == final
     download = alice.get(final["result_url"])
     assert download.status_code == 200 and download.content.startswith(b"rank,")
     # Round robin: both nodes answered this user.
@@ -279,6 +281,67 @@ def test_nginx_asks_the_server_that_holds_the_document_first(tmp_path):
         assert [s[b"get_misses"] for s in stats] == [0, 0, 0]
         hits = [s[b"get_hits"] for s in stats]
         assert sum(hits) == len(documents) and min(hits) > 50, hits  # spread over all three
+
+
+@pytest.mark.browser
+def test_a_planted_document_served_by_nginx_scripts_no_page(nginx_farm):
+    """nginx serves the public document as memcached holds it: one planted
+    there with a javascript: download link, a foreign retried_as and markup
+    in its text reaches the browser, and the bar shows its text as text and
+    no link that leaves this site (to the job's owner and to staff)."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.test_browser import CHROMIUM, CHROMIUM_ARGS
+
+    # The workers held still: the job stays queued and its page keeps polling.
+    workers = [p for p in nginx_farm.started if p.name.startswith("worker-")]
+    for worker in workers:
+        os.killpg(worker.proc.pid, signal.SIGSTOP)
+    alice = nginx_farm.client("alice")
+    client = build_client(nginx_farm.env["MEMCACHED_SERVERS"].split(","), "nginxfarm")
+    try:
+        started = _start(alice)
+        job, token = started["job"], started["public_progress_url"].strip("/").split("/")[-1]
+        planted = alice.get(f"/progress/{job}/", headers=JSON).json()
+        planted.update(
+            state="running",
+            percent=42,
+            message="PLANTED <img src=x onerror=window.__pwned=1>",
+            result_url="javascript:window.__pwned=1",
+            retried_as="../../../accounts/logout",
+        )
+        assert client.set(public_key(job, token), json.dumps(planted).encode())
+        served = requests.get(f"{nginx_farm.url}/progress/{job}/{token}/", timeout=10)
+        assert served.headers.get(FAST) == "memcached" and served.json()["message"].startswith("PLANTED")
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            for username, path in (("alice", f"/jobs/{job}/"), ("admin", "/admin/dashboard/")):
+                context = browser.new_context(base_url=nginx_farm.url)
+                page = context.new_page()
+                page.goto("/accounts/login/")
+                page.get_by_label("Username").fill(username)
+                page.get_by_label("Password").fill(DEMO_PASSWORD)
+                page.get_by_role("button", name="Log in").click()
+                page.wait_for_url(lambda url: "/accounts/login/" not in url)
+                page.goto(path)
+                bar = page.locator(f'[data-progress-url*="{job}"]')
+                # The planted document was drawn: its text, as text.
+                bar.locator("[data-field=message]").filter(has_text="PLANTED <img").wait_for(timeout=30_000)
+                download = bar.locator("[data-field=download]")
+                assert download.is_hidden(), username
+                assert not (download.get_attribute("href") or "").startswith("javascript"), username
+                download.dispatch_event("click")
+                assert page.evaluate("window.__pwned") is None, username
+                assert bar.get_attribute("data-progress-url") == f"/progress/{job}/{token}/", username
+                assert page.locator("img[src=x]").count() == 0, username
+                page.screenshot(path=str(nginx_farm.dir / f"planted-{username}.png"), full_page=True)
+                context.close()
+            browser.close()
+    finally:
+        for worker in workers:
+            os.killpg(worker.proc.pid, signal.SIGCONT)
+        client.close()
+    assert alice.post(f"/progress/{job}/cancel/", headers=JSON).status_code == 202
 
 
 def _raw_stats(address: str) -> dict:

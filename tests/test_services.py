@@ -88,6 +88,23 @@ def test_cancel_of_a_running_job_only_raises_the_flag(alice):
     assert store.is_cancel_requested(job.id)
 
 
+def test_a_planted_cancel_flag_cancels_nothing(alice):
+    """Anyone who can reach memcached can list job ids and write `cancel:<job>`:
+    a flag that is not sealed for this job stops neither its start nor its run."""
+    other = _job(alice)
+    services.cancel_job(job=other)  # a real flag, sealed for another job
+    real = get_client().get(store.cancel_key(other.id))
+    for planted in (b"1", real):
+        job = _job(alice)
+        get_client().set(store.cancel_key(job.id), planted, expire=60)
+        record = services.begin_job(job.id)
+        assert record.state == "running" and not record.cancel_requested
+        assert not store.is_cancel_requested(job.id)
+        updated = store.update(job.id, lambda r: setattr(r, "current", 3) or True)
+        assert updated.current == 3 and not updated.cancel_requested
+        assert Job.objects.get(pk=job.id).state == "running"
+
+
 def test_ended_jobs_cannot_be_cancelled_or_restarted(alice):
     job = _job(alice)
     with services.track_job(job.id):

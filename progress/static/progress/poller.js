@@ -9,6 +9,7 @@
  *     onRetry: function (waitMs, error) {} // an error; polling again after waitMs
  *     onUnchanged: function () {},         // the document is as it was
  *     isFinal: function (data) { return false; },
+ *     check: function (data) { return data; }, // null: not a document to believe (retried as an error)
  *     minDelay: 500, idleMax: 5000, errorMax: 30000, as: "json" (or "text"),
  *   });
  *   poller.stop(); poller.resume(0); poller.setUrl(other);
@@ -40,6 +41,7 @@
     this.errorMax = o.errorMax || 30000;
     this.as = o.as || "json";
     this.isFinal = o.isFinal || function () { return false; };
+    this.check = o.check || function (data) { return data; };
     this.onProgress = o.onProgress || nothing;
     this.onSuccess = o.onSuccess || nothing;
     this.onFailure = o.onFailure || nothing;
@@ -92,6 +94,8 @@
         }
         var etag = response.headers.get("ETag");
         return (self.as === "json" ? response.json() : response.text()).then(function (data) {
+          data = self.check(data);
+          if (data === null) throw new Error("not a document of this page");
           self.etag = etag;
           var seen = version(data);
           if (seen !== null && seen === self.seen) return self.unchanged();

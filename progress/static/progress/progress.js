@@ -11,6 +11,60 @@
   "use strict";
 
   var FINAL = { succeeded: 1, failed: 1, cancelled: 1, lost: 1 };
+  var STATES = { queued: 1, running: 1, succeeded: 1, failed: 1, cancelled: 1, lost: 1 };
+  var JOB_ID = /^[A-Za-z0-9_-]{22}$/;
+  // A download is a path on this site: never another origin, never javascript:.
+  var SITE_PATH = /^\/(?![\/\\])[A-Za-z0-9\/_.~%-]*$/;
+
+  // nginx serves the document as memcached holds it, and anyone who can reach
+  // memcached can write it: believe only the shape this site publishes, for
+  // this bar's job. Anything else is null (polled again, as after an error).
+  function checked(data, job) {
+    if (!data || typeof data !== "object" || data.job !== job || !STATES[data.state]) return null;
+    function number(v, low, high) {
+      return typeof v === "number" && isFinite(v) && v >= low && v <= high ? v : null;
+    }
+    function text(v) { return typeof v === "string" ? v.slice(0, 10000) : ""; }
+    function time(v) { return typeof v === "string" && !isNaN(Date.parse(v)) ? v : null; }
+    var parts = null;
+    if (data.parts && typeof data.parts === "object") {
+      parts = {
+        total: number(data.parts.total, 1, 64) || 1,
+        queued: number(data.parts.queued, 0, 64) || 0,
+        running: number(data.parts.running, 0, 64) || 0,
+        done: number(data.parts.done, 0, 64) || 0,
+        workers: Array.isArray(data.parts.workers) ? data.parts.workers.slice(0, 8).map(text) : [],
+      };
+    }
+    return {
+      job: data.job,
+      state: data.state,
+      title: text(data.title),
+      current: number(data.current, 0, Number.MAX_SAFE_INTEGER) || 0,
+      total: number(data.total, 0, Number.MAX_SAFE_INTEGER),
+      percent: number(data.percent, 0, 100),
+      stage: text(data.stage),
+      message: text(data.message),
+      eta_seconds: number(data.eta_seconds, 0, Number.MAX_VALUE),
+      created_at: time(data.created_at),
+      started_at: time(data.started_at),
+      updated_at: time(data.updated_at),
+      finished_at: time(data.finished_at),
+      result_url: typeof data.result_url === "string" && SITE_PATH.test(data.result_url) ? data.result_url : null,
+      error: text(data.error),
+      cancel_requested: data.cancel_requested === true,
+      attempt: number(data.attempt, 1, 1000) || 1,
+      retried_as: typeof data.retried_as === "string" && JOB_ID.test(data.retried_as) ? data.retried_as : null,
+      parts: parts,
+      final: !!FINAL[data.state],
+    };
+  }
+
+  // The job a progress URL is about: /progress/<job>/[<token>/].
+  function jobOf(url) {
+    var match = /\/progress\/([A-Za-z0-9_-]{22})\//.exec(url);
+    return match ? match[1] : null;
+  }
   var MIN_DELAY = 500, IDLE_MAX = 5000, ERROR_MAX = 30000;
 
   function formatEta(seconds) {
@@ -66,6 +120,7 @@
       minDelay: MIN_DELAY,
       idleMax: IDLE_MAX,
       errorMax: ERROR_MAX,
+      check: function (data) { return checked(data, jobOf(self.url)); },
       // A lost job that runs again goes on as another job: the bar follows it.
       isFinal: function (data) { return FINAL[data.state] && !(data.state === "lost" && data.retried_as); },
       onProgress: function (data) {
@@ -188,6 +243,8 @@
       if (!response.ok) throw new Error("HTTP " + response.status);
       return response.json();
     }).then(function (data) {
+      data = checked(data, jobOf(self.url));
+      if (data === null) throw new Error("not this job's document");
       self.render(data);
       if (!FINAL[data.state]) self.poller.resume(MIN_DELAY);
     }).catch(function () {
