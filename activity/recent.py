@@ -52,7 +52,7 @@ def remember(client: Any, entries: list[dict[str, Any]]) -> None:
     try:
         kept = deque(_stored(client), maxlen=KEEP)
         kept.extend(entries)
-        client.set(KEY, seal(KEY, json.dumps(list(kept)).encode()), expire=TTL)
+        client.set(KEY, seal(KEY, json.dumps(list(kept)).encode(), ttl=TTL), expire=TTL)
     except (MemcacheError, OSError):
         pass  # the file has them; the dashboard falls back to its tail
 

@@ -86,7 +86,7 @@ def settle(
     if b"W" in reply.flags or planted:
         value = compute()
         envelope = json.dumps({"v": value, "fresh_until": time.time() + ttl}).encode()
-        client.set(value_key, seal(value_key, envelope), expire=ttl + stale_for)
+        client.set(value_key, seal(value_key, envelope, ttl=ttl + stale_for), expire=ttl + stale_for)
         return value
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:

@@ -11,13 +11,17 @@ in as anyone, or plant data for a session. Here:
   value fails the check and the session is read from the database instead;
 * a cached copy lives SESSION_CACHE_TTL seconds at most, not the session's
   two weeks: an active user costs one query per period, and logins do not pin
-  memory in a memcached that runs with -M;
+  memory in a memcached that runs with -M. The signature dates it, so an old
+  copy written back is refused once that time is over, and an ended session
+  (a logout, a new key at login) is revoked (core.revocations): a copy made
+  before the end is refused on every node within a second;
 * a session id that Django could not have made (wrong length or alphabet, a
   NUL byte) is no session: it reaches neither memcached nor the database.
 """
 
 import logging
 import string
+import time
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -27,6 +31,8 @@ from django.contrib.sessions.backends import cached_db
 from django.core import signing
 from django.utils.crypto import salted_hmac
 
+from core.revocations import revoke, superseded
+from core.seal import CLOCK_SLACK
 from core.tampering import refused
 
 logger = logging.getLogger(__name__)
@@ -72,29 +78,39 @@ class SessionStore(cached_db.SessionStore):
         try:
             if not isinstance(raw, str):
                 raise signing.BadSignature("not a signed string")
-            data = signing.loads(raw, salt=VALUE_SALT + session_key, serializer=self.serializer)
-            if not isinstance(data, dict):
+            copy = signing.loads(
+                raw,
+                salt=VALUE_SALT + session_key,
+                serializer=self.serializer,
+                max_age=int(settings.SESSION_CACHE_TTL) + CLOCK_SLACK,
+            )
+            if not (isinstance(copy, dict) and isinstance(copy.get("data"), dict)):
                 raise signing.BadSignature("not a session")
-        except signing.BadSignature as exc:
+            made = copy.get("made")
+            if not isinstance(made, int | float) or superseded(key, made):
+                raise signing.BadSignature("superseded: the session ended since")
+        except signing.BadSignature as exc:  # SignatureExpired too: an old copy written back
             refused("session", key, str(exc) or "bad signature")
             return None
-        return data
+        return copy["data"]
 
-    def _to_cache_value(self, data: dict[str, Any], session_key: str) -> str:
-        return signing.dumps(data, salt=VALUE_SALT + session_key, serializer=self.serializer)
+    def _to_cache_value(self, data: dict[str, Any], session_key: str, made: float | None = None) -> str:
+        copy = {"made": time.time() if made is None else made, "data": data}
+        return signing.dumps(copy, salt=VALUE_SALT + session_key, serializer=self.serializer)
 
     def load(self) -> dict[str, Any]:
         session_key = self._get_or_create_session_key()
         key = self._key_for(session_key)
         data = self._from_cache(key, session_key)
         if data is None:
+            made = time.time()  # before the read: a logout committed meanwhile supersedes this copy
             row = self._get_session_from_db()
             if row is None:
                 return {}
             data = self.decode(row.session_data)
             try:
                 ttl = cache_ttl(self.get_expiry_age(expiry=row.expire_date))
-                self._cache.set(key, self._to_cache_value(data, session_key), ttl)
+                self._cache.set(key, self._to_cache_value(data, session_key, made), ttl)
             except Exception:
                 logger.warning("session not cached (memcached unreachable?)", exc_info=True)
         return _upgraded(data)
@@ -135,7 +151,9 @@ class SessionStore(cached_db.SessionStore):
                 return
             session_key = self.session_key
         if self._validate_session_key(session_key):
-            self._cache.delete(self._key_for(session_key))
+            key = self._key_for(session_key)
+            revoke(key, lasts=int(settings.SESSION_CACHE_TTL))
+            self._cache.delete(key)
 
     async def adelete(self, session_key: str | None = None) -> None:
         await sync_to_async(self.delete)(session_key)

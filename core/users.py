@@ -10,8 +10,10 @@ from the database. The password hash is never cached: the session auth hash
 is an HMAC of it that every session already carries. Other fields are
 deferred: the first access reads them from the database.
 
-A user saved or deleted on any node is dropped at once, and a tombstone
-keeps a reader that loaded the old row meanwhile from caching it again.
+A user saved or deleted on any node is dropped at once and revoked
+(core.revocations): a copy made before the change, whether a reader that
+loaded the old row caches it afterwards or someone who can reach memcached
+writes an old copy back, is refused on every node within a second.
 `QuerySet.update()` sends no signal: what it changes is seen within
 USER_CACHE_TTL. The key names the signing key, so a rotated
 DJANGO_SECRET_KEY never reads entries sealed with the old one.
@@ -24,6 +26,7 @@ import contextvars
 import hashlib
 import json
 import logging
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -37,7 +40,8 @@ from django.http import HttpRequest
 from pymemcache.exceptions import MemcacheError
 
 from core.client import get_client
-from core.seal import seal, secrets_in_use, unseal
+from core.revocations import revoke, superseded
+from core.seal import seal, secrets_in_use, unseal_stamped
 from core.tampering import refused
 
 logger = logging.getLogger(__name__)
@@ -45,10 +49,6 @@ logger = logging.getLogger(__name__)
 BACKEND = "core.users.CachedUserBackend"
 # What requests read of request.user (templates, permission checks, limits).
 USER_FIELDS = ("username", "is_active", "is_staff", "is_superuser")
-# A saved user's key holds this while readers of the old row may still be about.
-TOMBSTONE = b"-"
-TOMBSTONE_TTL = 3
-
 _prefetched: contextvars.ContextVar[dict[str, bytes | None] | None] = contextvars.ContextVar(
     "core_users_prefetched", default=None
 )
@@ -71,15 +71,16 @@ def _snapshot(user: AbstractBaseUser) -> bytes:
 
 
 def _from_snapshot(user_id: object, raw: bytes | None) -> AbstractBaseUser | None:
-    """The user a cached value describes, or None (missing, a tombstone, refused)."""
+    """The user a cached value describes, or None (missing, refused, superseded)."""
     key = cache_key(user_id)
-    if raw is None or raw == TOMBSTONE:
+    found = unseal_stamped("user", key, raw)
+    if found is None:
         return None
-    value = unseal("user", key, raw)
-    if value is None:
+    if superseded(key, found.made):
+        refused("user", key, "superseded: the user changed since")
         return None
     try:
-        data = json.loads(value)
+        data = json.loads(found.value)
         if not isinstance(data, dict) or str(data["pk"]) != str(user_id) or not isinstance(data["auth"], str):
             raise ValueError("not this user's")
         model = get_user_model()
@@ -115,22 +116,28 @@ def cached_user(user_id: object) -> AbstractBaseUser | None:
     user = _from_snapshot(user_id, raw)
     if user is not None:
         return user
+    made = time.time()  # before the read: a change committed meanwhile supersedes this copy
     user = _from_database(user_id)
-    if user is not None and raw != TOMBSTONE:
+    if user is not None:
+        value = seal(key, _snapshot(user), ttl=_ttl(), made=made)
         try:
-            # add: a tombstone (the user was just saved) keeps this copy out.
-            get_client().add(key, seal(key, _snapshot(user)), expire=_ttl())
+            # A refused copy is replaced; else add, so a copy cached meanwhile stays.
+            client = get_client()
+            (client.set if raw is not None else client.add)(key, value, expire=_ttl())
         except (MemcacheError, OSError) as exc:
             logger.debug("user %s not cached: %s", user_id, exc)
     return user
 
 
 def forget(user_id: object) -> None:
-    """The user changed: every node reads them from the database again."""
+    """The user changed: every node reads them from the database again, and
+    no copy made before now is believed (not even one written back)."""
+    key = cache_key(user_id)
+    revoke(key, lasts=_ttl())
     try:
-        get_client().set(cache_key(user_id), TOMBSTONE, expire=TOMBSTONE_TTL)
+        get_client().delete(key)
     except (MemcacheError, OSError) as exc:
-        logger.warning("cached user %s not dropped (it lapses within USER_CACHE_TTL): %s", user_id, exc)
+        logger.warning("cached user %s not dropped (revoked all the same): %s", user_id, exc)
 
 
 def _changed(sender: type, instance: AbstractBaseUser, **kwargs: Any) -> None:
@@ -139,9 +146,8 @@ def _changed(sender: type, instance: AbstractBaseUser, **kwargs: Any) -> None:
         return  # nothing cached changed (a login saves last_login alone)
     user_id = instance.pk
     forget(user_id)
-    # Again once the change is visible to other connections: a reader that
-    # loaded the old row before the commit cannot cache it after the first
-    # tombstone lapsed.
+    # Again once the change is visible to other connections: a copy of the
+    # old row read before the commit is superseded even if cached after it.
     transaction.on_commit(lambda: forget(user_id))
 
 

@@ -108,7 +108,7 @@ class Heartbeat:
         try:
             client = get_client()
             key = _key(self.id)
-            client.set(key, seal(key, json.dumps(record).encode()), expire=RECORD_TTL)
+            client.set(key, seal(key, json.dumps(record).encode(), ttl=RECORD_TTL), expire=RECORD_TTL)
             # Checked every beat: memcached may have restarted and lost the list.
             if self.id not in members(client, REGISTRY, _is_worker_id):
                 add_member(client, REGISTRY, self.id)

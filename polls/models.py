@@ -8,6 +8,9 @@ class Poll(models.Model):
     is_open = models.BooleanField(default=True, help_text="Closed polls show results but take no votes.")
     ends_at = models.DateTimeField(null=True, blank=True, help_text="Votes stop at this time, if set.")
     created_at = models.DateTimeField(auto_now_add=True)
+    # Set by save() when is_open goes off: a vote queued before it is stored,
+    # one cast later (a node that believed an old copy of the poll) is not.
+    closed_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created_at"]
@@ -15,9 +18,24 @@ class Poll(models.Model):
     def __str__(self) -> str:
         return self.question
 
+    def save(self, *args, **kwargs) -> None:
+        if self.is_open:
+            self.closed_at = None
+        elif self.closed_at is None:
+            self.closed_at = timezone.now()
+        fields = kwargs.get("update_fields")
+        if fields is not None and "is_open" in fields:
+            kwargs["update_fields"] = {*fields, "closed_at"}
+        super().save(*args, **kwargs)
+
     def accepts_votes(self, now=None) -> bool:
         now = now or timezone.now()
         return self.is_open and (self.ends_at is None or now < self.ends_at)
+
+    def accepted_votes_at(self, when) -> bool:
+        """Whether a vote cast at `when` (a datetime) was cast while the poll was open."""
+        still_open = self.is_open or (self.closed_at is not None and when < self.closed_at)
+        return still_open and (self.ends_at is None or when < self.ends_at)
 
 
 class Choice(models.Model):

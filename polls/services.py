@@ -291,8 +291,9 @@ def flush(*, limit: int | None = None, renew: Callable[[], None] = lambda: None)
     acknowledged: a flush stopped anywhere loses nothing and, run again,
     stores nothing twice. A message that is not a vote, or a vote for a poll
     or choice that no longer exists, goes to the dead letters; a second vote
-    by the same voter (their marker had expired) is dropped and taken out of
-    the running totals. Either way the votes behind it flow on.
+    by the same voter (their marker had expired), or one cast after its poll
+    closed, is dropped, counted as refused and taken out of the running
+    totals. Either way the votes behind it flow on.
     """
     config = get_config()
     queue = Queue(config["QUEUE"])
@@ -309,16 +310,25 @@ def flush(*, limit: int | None = None, renew: Callable[[], None] = lambda: None)
                 bad.append((message, f"not a vote: {exc}"))
         choices = _choices_of({vote["poll"] for _, vote in votes})
         epochs = _epochs(set(choices))
-        kept = []
+        polls = Poll.objects.in_bulk(set(choices))
+        kept, late = [], []
         for message, vote in votes:
-            if vote["choice"] in choices.get(vote["poll"], ()):
-                kept.append((message, vote))
-            else:
+            if vote["choice"] not in choices.get(vote["poll"], ()):
                 bad.append((message, "no such poll or choice (deleted since the vote?)"))
                 _uncount(vote, epochs)
+            elif not polls[vote["poll"]].accepted_votes_at(datetime.fromtimestamp(vote["at"], UTC)):
+                late.append(message)
+                _uncount(vote, epochs)
+            else:
+                kept.append((message, vote))
+        if late:
+            # Cast where an old copy of the poll said open (memcached written
+            # to by someone else, or a node's memory): the database decides.
+            logger.warning("%d votes cast after their poll closed not stored", len(late))
+            count("poll_votes_refused", len(late), reason="closed")
         stored += _store(kept, epochs)
         queue.bury_many(bad)
-        queue.ack_many([message.receipt for message, _ in kept])
+        queue.ack_many([message.receipt for message, _ in kept] + [message.receipt for message in late])
         renew()
     return stored
 

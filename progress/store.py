@@ -65,7 +65,7 @@ def _ttl(record: JobRecord | None = None) -> int:
 
 
 def _sealed(record: JobRecord) -> bytes:
-    return seal(record_key(record.job), record.to_bytes())
+    return seal(record_key(record.job), record.to_bytes(), ttl=_ttl(record))
 
 
 def _record(job_id: str, raw: bytes | None) -> JobRecord | None:
@@ -211,7 +211,7 @@ CANCEL = b"1"
 def request_cancel(job_id: str) -> None:
     key = cancel_key(job_id)
     with _memcached("set"):
-        get_client().set(key, seal(key, CANCEL), expire=_ttl())
+        get_client().set(key, seal(key, CANCEL, ttl=_ttl()), expire=_ttl())
 
 
 def _cancel_flag(job_id: str, raw: bytes | None) -> bool:

@@ -31,9 +31,14 @@ def memcached_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def progress_on_real_memcached(settings, memcached_server: str) -> Iterator[str]:
     """Point the progress app and Django's cache at the session's memcached,
     under a namespace of the test's own so tests never see each other's keys."""
+    from core import revocations
     from core.client import reset_client
 
     namespace = f"t{uuid.uuid4().hex[:12]}"
+    # One process here: what it revokes it knows at once, and its database
+    # starts empty, so it reads the revocations table only when a test says
+    # (tests/test_revocations.py); query counts stay the request's own.
+    revocations.forget_known(refreshed=True)
     # Password hashing is not under test here and costs a third of a second a login.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [memcached_server], "NAMESPACE": namespace}

@@ -29,7 +29,7 @@ def test_many_processes_at_once_compute_once(memcached_server, progress_on_real_
 def _stale(value: str) -> None:
     """The value as it stands once past its ttl: less than stale_for left to live."""
     envelope = json.dumps({"v": value, "fresh_until": time.time() - 1}).encode()
-    get_client().set("memo:k", seal("memo:k", envelope), expire=30)
+    get_client().set("memo:k", seal("memo:k", envelope, ttl=30), expire=30)
 
 
 def test_a_stale_value_is_served_while_one_caller_refreshes():

@@ -1,7 +1,9 @@
 """Polls on a real memcached: votes through the queue, exactly once into the
 database, a database fallback, and what makes voting twice hard."""
 
+import json
 import time
+from dataclasses import replace
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -222,7 +224,9 @@ def test_a_poll_planted_in_memcached_is_not_believed_by_a_vote(poll):
     assert vote("bob").status_code == 200
     assert get_client().get(snapshot.memo_key(poll.id)) != planted  # replaced by the database's
     # A closed poll that a planted value calls open stays closed.
-    Poll.objects.filter(pk=poll.id).update(is_open=False)
+    poll.refresh_from_db()
+    poll.is_open = False
+    poll.save(update_fields=["is_open"])
     forget(f"polls:{poll.id}:info")
     assert vote("carol").status_code == 403
     opened = planted.replace(b"false", b"true").replace(b"[]", b'[[%d, "A"]]' % choice)
@@ -230,6 +234,33 @@ def test_a_poll_planted_in_memcached_is_not_believed_by_a_vote(poll):
     dave = vote("dave")
     assert dave.status_code == 403 and "closed" in dave.json()["error"]
     assert services.flush_all()["stored"] == 2
+
+
+def test_a_vote_cast_on_an_old_copy_of_a_closed_poll_is_not_stored(poll):
+    """A node believed the poll open after it closed (an old copy written back
+    into memcached, or its own memory): the vote was accepted there, but the
+    flusher asks the database when the poll closed and stores only the votes
+    cast before."""
+    services.flush_all()
+    choice = _choice(poll, 0)
+    before = services.new_vote(_ballot(poll, choice, "u:1"))
+    Queue(services.get_config()["QUEUE"]).put(json.dumps(before).encode())
+    poll.is_open = False
+    poll.save()
+    assert poll.closed_at is not None
+    still_open = snapshot.poll_info_from_database(poll.id)
+    after = services.new_vote(_ballot(poll, choice, "u:2", info=replace(still_open, is_open=True)))
+    Queue(services.get_config()["QUEUE"]).put(json.dumps(after).encode())
+    assert services.flush_all()["stored"] == 1
+    assert [vote.id for vote in poll.votes.all()] == [before["id"]]
+    # Acknowledged, not left to be delivered again or buried.
+    assert services.flush_all()["stored"] == 0
+    assert Queue(services.get_config()["QUEUE"]).stats()["dead_letters"] == 0
+
+
+def _ballot(poll: Poll, choice: int, voter: str, info=None) -> "services.Ballot":
+    info = info or snapshot.poll_info_from_database(poll.id)
+    return services.Ballot(poll=info, choice_id=choice, voter=voter, user_id=None, address=None)
 
 
 def test_an_anonymous_vote_does_not_touch_the_database(poll, django_assert_num_queries):

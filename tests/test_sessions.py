@@ -3,6 +3,7 @@
 import logging
 import os
 import pickle
+import time
 import uuid
 
 import pytest
@@ -50,7 +51,7 @@ def test_memcached_holds_no_session_id_and_only_a_signed_short_lived_copy(
     assert 0 < sessions[0].ttl() <= settings.SESSION_CACHE_TTL + keyspace.CLOCK_SLACK
     raw = caches["default"].get(SessionStore()._key_for(session_id))
     # Signed and bound to this session: no other salt (session) opens it.
-    assert signing.loads(raw, salt=VALUE_SALT + session_id)["_auth_user_id"]
+    assert signing.loads(raw, salt=VALUE_SALT + session_id)["data"]["_auth_user_id"]
     with pytest.raises(signing.BadSignature):
         signing.loads(raw, salt=VALUE_SALT + "b" * 32)
 
@@ -110,3 +111,32 @@ def test_logout_removes_the_cached_copy(memcached_server, progress_on_real_memca
     client.post("/accounts/logout/")
     assert caches["default"].get(SessionStore()._key_for(session_id)) is None
     assert client.get("/jobs/").status_code == 302
+
+
+def test_a_copy_written_back_after_logout_is_refused(memcached_server, progress_on_real_memcached):
+    """Someone who can reach memcached keeps the cached copy and writes it back
+    once the user has logged out: the old cookie stays logged out."""
+    client, session_id = _login("alice")
+    assert client.get("/jobs/").status_code == 200
+    key = SessionStore()._key_for(session_id)
+    kept = caches["default"].get(key)
+    client.post("/accounts/logout/")
+    caches["default"].set(key, kept, 300)
+    replayed = Client()
+    replayed.cookies["sessionid"] = session_id
+    response = replayed.get("/jobs/")
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def test_a_copy_older_than_the_cache_lifetime_is_refused(memcached_server, settings, monkeypatch):
+    client, session_id = _login("alice")
+    key = SessionStore()._key_for(session_id)
+    data = SessionStore(session_id).load()
+    then = time.time() - settings.SESSION_CACHE_TTL - 10
+    # Signed more than SESSION_CACHE_TTL ago, written back with a fresh expiry.
+    monkeypatch.setattr(signing.time, "time", lambda: then)
+    old = SessionStore(session_id)._to_cache_value(data, session_id, made=then)
+    monkeypatch.undo()
+    caches["default"].set(key, old, 300)
+    assert SessionStore(session_id)._from_cache(key, session_id) is None
+    assert client.get("/jobs/").status_code == 200  # the database still has the session

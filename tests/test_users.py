@@ -3,6 +3,7 @@ every change to a user is seen at once on every node, and nothing anyone
 plants in memcached makes a user more than they are."""
 
 import json
+import time
 
 import pytest
 from django.contrib.auth import BACKEND_SESSION_KEY, get_user_model
@@ -87,7 +88,7 @@ def test_a_user_planted_in_memcached_is_refused(alice, bob_job):
     # Plain JSON, and JSON sealed for another user's key: neither is believed.
     for value in (
         json.dumps(forged).encode(),
-        seal(users.cache_key(bob_job.owner_id), json.dumps(forged).encode()),
+        seal(users.cache_key(bob_job.owner_id), json.dumps(forged).encode(), ttl=300),
     ):
         get_client().set(key, value)
         assert client.get(f"/progress/{bob_job.id}/").status_code == 404  # alice, read from the database
@@ -95,16 +96,41 @@ def test_a_user_planted_in_memcached_is_refused(alice, bob_job):
 
 
 def test_a_reader_of_the_old_row_cannot_cache_it_after_a_change(alice):
+    made = time.time()
     stale = get_user_model().objects.get(pk=alice.pk)  # read before the change...
     alice.is_staff = True
     alice.save()  # ...which every node must see
-    get_client().delete(users.cache_key(alice.pk))  # as if the tombstone had already lapsed once
-    users.forget(alice.pk)  # the commit's tombstone
-    # The slow reader now tries to cache what it read: the tombstone keeps it out.
-    assert not get_client().add(
-        users.cache_key(alice.pk), users.seal(users.cache_key(alice.pk), users._snapshot(stale))
-    )
+    # The slow reader now caches what it read: refused, the database read instead.
+    key = users.cache_key(alice.pk)
+    get_client().set(key, users.seal(key, users._snapshot(stale), ttl=300, made=made))
     assert users.cached_user(alice.pk).is_staff
+
+
+def test_an_old_copy_written_back_is_refused_once_the_user_changed(alice, bob_job):
+    """A memcached writer keeps alice's copy from when she was staff and writes
+    it back after she is demoted (and after a new password): refused."""
+    alice.is_staff = alice.is_superuser = True
+    alice.save()
+    client = _client(alice)
+    assert client.get("/admin/dashboard/").status_code == 200
+    key = users.cache_key(alice.pk)
+    old = get_client().get(key)
+    assert old is not None
+    alice.is_staff = alice.is_superuser = False
+    alice.save()
+    get_client().set(key, old)
+    assert client.get("/admin/dashboard/").status_code in (302, 403)
+    assert client.get(f"/progress/{bob_job.id}/").status_code == 404
+    # A new copy is made from the database and believed.
+    assert users.cached_user(alice.pk).is_staff is False
+    assert get_client().get(key) != old
+
+
+def test_a_copy_past_its_lifetime_is_refused_whatever_memcached_keeps(alice):
+    key = users.cache_key(alice.pk)
+    old = users.seal(key, users._snapshot(alice), ttl=300, made=time.time() - 400)
+    get_client().set(key, old, expire=300)
+    assert users._from_snapshot(alice.pk, old) is None
 
 
 def test_a_login_does_not_drop_the_cached_copy(alice):
