@@ -35,6 +35,14 @@ DEFAULTS: dict[str, Any] = {
     # holds nothing is forgotten (queues.front).
     "HTTP_MAX_QUEUES": 100,
     "HTTP_IDLE_AFTER": 24 * 3600,
+    # What one HTTP queue may hold (messages waiting, in work or dead): a
+    # put past either is refused (507), so one token holder cannot fill the
+    # memcached the farm's own queues and Celery's broker live in...
+    "HTTP_MAX_MESSAGES": 10_000,
+    "HTTP_MAX_BYTES": 1024 * 1024,
+    # ...and all of its queues together, bytes: keep it well below the
+    # memory of a memcached the farm shares with the front.
+    "HTTP_MAX_TOTAL_BYTES": 8 * 1024 * 1024,
 }
 
 

@@ -76,6 +76,27 @@ class Looking(QueueBase):
                         return seen
             return seen
 
+    def held_bytes(self) -> int:
+        """Bytes of the entries not yet finished, and of the dead letters kept:
+        a scan from the floor to the tail, for counting again what a cap
+        (queues.front) counted up."""
+        with memcached_errors():
+            gen = self._generation()
+            found = self.client.get_many(
+                [self._key(gen, "floor"), self._key(gen, "tail"), f"d{self.key_base}:gen"]
+            )
+            floor = number(found.get(self._key(gen, "floor")), 1) or 1
+            tail = number(found.get(self._key(gen, "tail")), 0) or 0
+            held = 0
+            for start in range(floor, tail + 1, SCAN_BATCH):
+                keys = [self._key(gen, "m", i) for i in range(start, min(start + SCAN_BATCH, tail + 1))]
+                held += sum(
+                    len(raw) for raw in self.client.get_many(keys).values() if not entries.is_finished(raw)
+                )
+        if not self.dead and found.get(f"d{self.key_base}:gen") is not None:
+            held += self.dead_letters().held_bytes()
+        return held
+
     def purge(self) -> int:
         """Drop every message: move to a new generation, then delete the old
         entries. Returns how many indexes were cleared."""

@@ -65,6 +65,13 @@ def _queue_errors(view: Callable[..., HttpResponse]) -> Callable[..., HttpRespon
             return json_error(400, str(exc))
         except (front.InternalQueue, front.TooManyQueues) as exc:
             return json_error(403, str(exc).capitalize() + ".")
+        except front.QueueAtCapacity as exc:
+            count("refused", reason="queue_at_capacity")
+            return json_error(
+                507,
+                f"{str(exc)[:1].upper()}{str(exc)[1:]}: try again once consumers have taken some.",
+                retry_after=RETRY_AFTER,
+            )
         except front.NoSuchQueue as exc:
             return json_error(404, str(exc).capitalize() + ".")
         except ReceiptNotJSON as exc:
@@ -96,6 +103,7 @@ def messages(request: HttpRequest, name: str) -> HttpResponse:
         body = request.body
         if not body:
             return json_error(400, "The message is empty.")
+        front.admit(queue, len(body))
         index = queue.put(body)
         return JsonResponse({"queue": name, "index": index}, status=201)
 

@@ -138,6 +138,8 @@ def test_507_when_memcached_is_full(client, settings, tmp_path):
     process, address = processes.memcached(tmp_path, memory_mb=2, extra=["-M"])
     try:
         settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [address]}
+        big = 64 * 1024 * 1024  # the front's caps out of the way: memcached itself is full
+        settings.QUEUES = {**settings.QUEUES, "HTTP_MAX_BYTES": big, "HTTP_MAX_TOTAL_BYTES": big}
         statuses = []
         for _ in range(200):
             response = _post(client, "/queues/full/", b"x" * 60_000)
@@ -255,3 +257,69 @@ def test_dead_letters_of_a_front_queue_are_visible_to_its_clients(client, settin
     shown = client.get("/queues/flaky/dead-letters", **AUTH).json()
     assert shown["dead_letters"] == 1 and shown["shown"][0]["body"] == "cannot be processed"
     assert client.get("/queues/flaky/stats", **AUTH).json()["dead"] == 1
+
+
+def test_a_queue_holds_at_most_its_messages_and_bytes_and_has_room_again_once_consumed(client, settings):
+    from queues import front
+
+    settings.QUEUES = {**settings.QUEUES, "HTTP_MAX_MESSAGES": 4, "HTTP_MAX_BYTES": 1000}
+    front._recounted.clear()
+    assert [_post(client, "/queues/few/", b"m").status_code for _ in range(5)] == [201] * 4 + [507]
+    over = _post(client, "/queues/few/", b"m")
+    assert "holds 4 messages" in over.json()["error"] and int(over["Retry-After"]) > 0
+    # Bytes: 300 bytes a message, the fourth passes 1000 (entries as stored are larger).
+    statuses = [_post(client, "/queues/big/", b"b" * 300).status_code for _ in range(4)]
+    assert statuses == [201, 201, 201, 507], statuses
+    assert "holds 1000 bytes" in _post(client, "/queues/big/", b"b" * 300).json()["error"]
+    # Another queue is not held up by these.
+    assert _post(client, "/queues/other/", b"o").status_code == 201
+    # Consumed and acknowledged: room again, in both (a recount sees the bytes go).
+    for name in ("few", "big"):
+        while (got := client.get(f"/queues/{name}/", **AUTH)).status_code == 200:
+            assert (
+                _post(
+                    client, f"/queues/{name}/ack/", b"", HTTP_QUEUE_RECEIPT=got["Queue-Receipt"]
+                ).status_code
+                == 204
+            )
+    front._recounted.clear()
+    assert _post(client, "/queues/few/", b"m").status_code == 201
+    assert _post(client, "/queues/big/", b"b" * 300).status_code == 201
+
+
+def test_the_front_as_a_whole_holds_at_most_its_total(client, settings):
+    from queues import front
+
+    settings.QUEUES = {**settings.QUEUES, "HTTP_MAX_BYTES": 2000, "HTTP_MAX_TOTAL_BYTES": 3000}
+    front._recounted.clear()
+    statuses = [_post(client, f"/queues/part{n}/", b"x" * 500).status_code for n in range(8)]
+    # About 3000 bytes in all (entries carry a header): six or fewer fit, the rest are refused.
+    assert statuses[:5] == [201] * 5 and statuses[-1] == 507, statuses
+    refused = _post(client, "/queues/part0/", b"x" * 500)
+    assert refused.status_code == 507 and "The HTTP front's queues hold 3000 bytes" in refused.json()["error"]
+
+
+def test_a_number_planted_as_the_front_count_does_not_stop_the_front(client, settings, memcached_server):
+    from core.client import server_client
+    from queues import front
+
+    assert _post(client, "/queues/p/", b"m").status_code == 201
+    server_client(front.FRONT_BYTES).set(front.FRONT_BYTES, b"not a number", noreply=False)
+    front._recounted.clear()
+    assert _post(client, "/queues/p/", b"m").status_code == 201
+    server_client(front.FRONT_BYTES).set(front.FRONT_BYTES, b"99999999999", noreply=False)
+    front._recounted.clear()
+    assert _post(client, "/queues/p/", b"m").status_code == 201  # counted again from the entries
+
+
+def test_a_burst_of_new_names_does_not_pass_the_queue_limit(client, settings):
+
+    settings.QUEUES = {**settings.QUEUES, "HTTP_MAX_QUEUES": 3}
+    assert _post(client, "/queues/first/", b"m").status_code == 201
+    # Another node listed two more since this process read the registry.
+    from queues import registry
+
+    registry.register("http.elsewhere1", "00000000")
+    registry.register("http.elsewhere2", "00000000")
+    over = _post(client, "/queues/fourth/", b"m")
+    assert over.status_code == 403 and "at most 3 queues" in over.json()["error"]

@@ -233,13 +233,20 @@ FAMILIES: tuple[Family, ...] = (
         "queue statistics",
         re.compile(rf"{QUEUE}:stat:[a-z]+"),
         _never,
-        "nine counters per queue; deleted when an idle HTTP queue is forgotten",
+        "nine counters per queue (an HTTP queue's ten: its byte count); deleted when an idle HTTP "
+        "queue is forgotten",
     ),
     Family(
         "HTTP queue in use",
         re.compile(r"q-alive:http\..+"),
         lambda: _queues("HTTP_IDLE_AFTER"),
         "touched while the queue is used; when it lapses, an empty queue is forgotten",
+    ),
+    Family(
+        "HTTP front's byte count",
+        re.compile(r"q-front:bytes"),
+        _never,
+        "one key; an upper bound of what the HTTP queues hold, counted again from their entries at its cap",
     ),
     Family(
         "mirror state",
