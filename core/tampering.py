@@ -8,12 +8,15 @@ operators see that someone writes where they should not.
 """
 
 import logging
+import re
 import time
 
 logger = logging.getLogger(__name__)
 
 WARN_EVERY = 60.0
 _warned: dict[str, float] = {}
+# A public document's key holds its job's read token (a bearer secret): never logged.
+_READ_TOKEN = re.compile(r"(pub:[A-Za-z0-9_-]{22}\.)[A-Za-z0-9_-]+")
 
 
 def refused(family: str, key: bytes | str, why: str) -> None:
@@ -23,6 +26,8 @@ def refused(family: str, key: bytes | str, why: str) -> None:
     now = time.monotonic()
     if now - _warned.get(family, -WARN_EVERY) >= WARN_EVERY:
         _warned[family] = now
-        text = key.decode(errors="replace") if isinstance(key, bytes) else str(key)
+        text = _READ_TOKEN.sub(
+            r"\g<1><token>", key.decode(errors="replace") if isinstance(key, bytes) else str(key)
+        )
         logger.warning("memcached value under %.120r refused (%s): not written by this farm", text, why)
     count_soon("memcached_refused", family=family)

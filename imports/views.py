@@ -4,16 +4,20 @@ import io
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
+from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
 from django.utils.http import content_disposition_header
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_http_methods, require_safe
 
 from core.http import json_error, wants_json
+from imports.conf import get_config
 from imports.forms import UploadForm
 from imports.jobs import import_customers
 from imports.models import Upload
 from imports.selectors import import_of, imports_of, upload_of
 from imports.services import rejected_csv_rows
+from imports.uploads import cut_off, declared_too_large, limit_upload
 from limits.refusals import note_refusal, refusal_response
 from progress.api import (
     BrokerUnavailable,
@@ -39,12 +43,36 @@ def _printable(name: str) -> str:
     return "".join(c for c in name if c.isprintable())[:200] or "upload.csv"
 
 
+# CSRF is checked by _upload, once the upload's size limit is in place: the
+# check reads the body, and a limit set after that would come too late.
+@csrf_exempt
 @require_http_methods(["GET", "HEAD", "POST"])
 @login_required
 def index(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         return _page(request, UploadForm())
+    largest = get_config()["MAX_UPLOAD_BYTES"]
+    if declared_too_large(request, largest):
+        return _too_large(request, largest)
+    limit_upload(request, largest)
+    return _upload(request, largest)
+
+
+def _too_large(request: HttpRequest, largest: int) -> HttpResponse:
+    message = f"The file may be at most {filesizeformat(largest)}."
+    if wants_json(request):
+        return json_error(413, message)
+    form = UploadForm()
+    form.cleaned_data = {}  # an empty form, shown with this one error
+    form.add_error("file", message)
+    return _page(request, form, status=413)
+
+
+@csrf_protect
+def _upload(request: HttpRequest, largest: int) -> HttpResponse:
     form = UploadForm(request.POST, request.FILES)
+    if cut_off(request):
+        return _too_large(request, largest)
     if not form.is_valid():
         if wants_json(request):
             return JsonResponse({"error": "The file cannot be imported.", "fields": form.errors}, status=400)

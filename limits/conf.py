@@ -20,6 +20,11 @@ DEFAULTS: dict[str, Any] = {
     "REQUEST_LEASE": 60,
     # Retry-After when nothing better is known (seconds).
     "RETRY_AFTER": 5,
+    # Failed logins of one username, and from one address, before its logins
+    # are refused until LOGIN_WINDOW seconds after the first (limits.logins).
+    "LOGIN_FAILURES": 10,
+    "LOGIN_FAILURES_PER_ADDRESS": 50,
+    "LOGIN_WINDOW": 300,
 }
 
 

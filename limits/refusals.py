@@ -25,7 +25,9 @@ _lock = threading.Lock()
 _logged: dict[tuple[int, str], tuple[float, int]] = {}
 
 
-def note_refusal(request: HttpRequest, reason: str, message: str, retry_after: int) -> None:
+def note_refusal(
+    request: HttpRequest, reason: str, message: str, retry_after: int, *, status: int = 503
+) -> None:
     count_soon("refused", reason=reason)
     now, key = time.monotonic(), (client_epoch(), reason)
     with _lock:
@@ -47,7 +49,7 @@ def note_refusal(request: HttpRequest, reason: str, message: str, retry_after: i
             "user": user,
             "method": request.method,
             "path": loggable_path(request),
-            "status": 503,
+            "status": status,
             "retry_after": retry_after,
             # Refusals of this reason in this process since the last line, not logged one by one.
             "also_refused": since,

@@ -150,7 +150,7 @@ class Consuming(QueueBase):
         for i, (raw, version) in ready.items():
             if not claimed[claim_keys[i]]:
                 continue  # someone else holds it
-            self._judge(i, raw, version, recovering, taken, dead)
+            self._judge(gen, i, raw, version, recovering, taken, dead)
         for i, _, entry, redeliveries in taken:
             if redeliveries != entry.redeliveries:
                 # A new version: the receipts of earlier deliveries no longer match it.
@@ -198,7 +198,7 @@ class Consuming(QueueBase):
             else:
                 self._missing.pop(i, None)
                 if ours and not entries.is_finished(raw):
-                    self._judge(i, raw, entry.cas, False, taken, dead, decode)
+                    self._judge(gen, i, raw, entry.cas, False, taken, dead, decode)
                     continue
             if ours:
                 dropped.append(b"delete %s noreply\r\n" % claim_keys[pos])
@@ -209,17 +209,18 @@ class Consuming(QueueBase):
 
     def _judge(
         self,
+        gen: str,
         i: int,
         raw: bytes,
         version: int,
         recovering: bool,
         taken: list,
         dead: list,
-        decode: Callable[[bytes], entries.Entry] | None = None,
+        decode: Callable[[bytes, str, int], entries.Entry] | None = None,
     ) -> None:
         """A claimed entry: to hand out (into `taken`), or to the dead letters."""
         try:
-            entry = decode(raw) if decode else entries.decode(self.key_base, raw)
+            entry = decode(raw, gen, i) if decode else entries.decode(self.key_base, raw, gen, i)
         except BadEntry as exc:
             dead.append((i, "", None, raw, 1, str(exc)))
             return

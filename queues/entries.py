@@ -6,10 +6,12 @@ An entry is one memcached value:
     A                                                 acknowledged
     H                                                 a hole (an index nobody wrote)
 
-The MAC (keyed BLAKE2b, core.seal) covers the queue's name, the enqueue
-time and the body, so a message planted in memcached by someone else (a
-forged Celery task, a fake vote), one copied from another queue, or one cut
-short is refused by every consumer and goes to the dead letters. The
+The MAC (keyed BLAKE2b, core.seal) covers the queue's name, the entry's
+generation and index, the enqueue time and the body, so a message planted in
+memcached by someone else (a forged Celery task, a fake vote), one copied
+from another queue or to another index of its own (a replay: the task would
+run again), or one cut short is refused by every consumer and goes to the
+dead letters. The
 redelivery count is outside the MAC: consumers rewrite it, and all a writer
 could do with it is send a message to the dead letters sooner or later.
 
@@ -62,18 +64,32 @@ def _hasher(queue_key: str, secret: bytes) -> Any:
     return base
 
 
-def _mac(queue_key: str, stamp: bytes, body: bytes, secret: bytes) -> bytes:
+def _mac(queue_key: str, place: bytes, stamp: bytes, body: bytes, secret: bytes) -> bytes:
     digest = _hasher(queue_key, secret).copy()
+    digest.update(place)
     digest.update(stamp)
     digest.update(b"\n")
     digest.update(body)
     return digest.hexdigest().encode()
 
 
-def encode(queue_key: str, body: bytes, *, redeliveries: int = 0, enqueued_at: float | None = None) -> bytes:
-    """`queue_key` names the queue ("q:sitelog"), so an entry is valid in one queue only."""
+def _place(gen: str, index: int) -> bytes:
+    return b"%s.%d\0" % (gen.encode(), index)
+
+
+def encode(
+    queue_key: str,
+    body: bytes,
+    *,
+    gen: str,
+    index: int,
+    redeliveries: int = 0,
+    enqueued_at: float | None = None,
+) -> bytes:
+    """The entry for `body` at `index` of generation `gen` of the queue
+    `queue_key` ("q:sitelog"): valid there only."""
     stamp = b"%.3f" % (time.time() if enqueued_at is None else enqueued_at)
-    tag = _mac(queue_key, stamp, body, secrets_in_use()[0])
+    tag = _mac(queue_key, _place(gen, index), stamp, body, secrets_in_use()[0])
     return b"M%d %s %s\n%s" % (redeliveries, stamp, tag, body)
 
 
@@ -82,33 +98,35 @@ def with_redeliveries(raw: bytes, redeliveries: int) -> bytes:
     return b"M%d %s" % (redeliveries, raw[raw.index(b" ") + 1 :])
 
 
-def decode(queue_key: str, raw: bytes) -> Entry:
-    return decoder(queue_key)(raw)
+def decode(queue_key: str, raw: bytes, gen: str, index: int) -> Entry:
+    return decoder(queue_key)(raw, gen, index)
 
 
-def decoder(queue_key: str) -> Callable[[bytes], Entry]:
+def decoder(queue_key: str) -> Callable[[bytes, str, int], Entry]:
     """decode() for many entries of one queue: the keyed hashes are set up once."""
     signing, *fallbacks = (_hasher(queue_key, secret) for secret in secrets_in_use())
 
-    def verified(hasher: Any, stamp: bytes, body: bytes, tag: bytes) -> bool:
+    def verified(hasher: Any, place: bytes, stamp: bytes, body: bytes, tag: bytes) -> bool:
         digest = hasher.copy()
+        digest.update(place)
         digest.update(stamp)
         digest.update(b"\n")
         digest.update(body)
         return hmac.compare_digest(tag, digest.hexdigest().encode())
 
-    def decode(raw: bytes) -> Entry:
+    def decode(raw: bytes, gen: str, index: int) -> Entry:
         end = raw.find(b"\n")
         parts = raw[:end].split(b" ") if end > 0 and raw[:1] == MESSAGE else []
         if len(parts) != 3 or not parts[0][1:].isdigit() or len(parts[2]) != 32 or len(parts[1]) > 15:
             raise BadEntry("not a message of this farm's format")
         count, stamp, tag = parts
-        body = raw[end + 1 :]
-        if not verified(signing, stamp, body, tag) and not any(
-            verified(h, stamp, body, tag) for h in fallbacks
+        body, place = raw[end + 1 :], _place(gen, index)
+        if not verified(signing, place, stamp, body, tag) and not any(
+            verified(h, place, stamp, body, tag) for h in fallbacks
         ):
             raise BadEntry(
-                "bad MAC: written by something other than this farm (or DJANGO_SECRET_KEY differs)"
+                "bad MAC: written by something other than this farm, or for another index "
+                "(or DJANGO_SECRET_KEY differs)"
             )
         try:
             enqueued_at = float(stamp)

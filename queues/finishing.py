@@ -136,7 +136,7 @@ class Finishing(QueueBase):
             if raw is None or entries.is_finished(raw):
                 return None
             try:
-                entry = entries.decode(self.key_base, raw)
+                entry = entries.decode(self.key_base, raw, gen, i)
             except BadEntry as exc:
                 self._bury(gen, [(i, receipt, None, raw, 1, str(exc))])
                 return None

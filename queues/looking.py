@@ -66,7 +66,7 @@ class Looking(QueueBase):
                     if raw is None or entries.is_finished(raw):
                         continue
                     try:
-                        entry = entries.decode(self.key_base, raw)
+                        entry = entries.decode(self.key_base, raw, gen, i)
                     except BadEntry:
                         continue
                     seen.append(

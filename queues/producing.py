@@ -40,10 +40,11 @@ class Producing(QueueBase):
                 raise MessageTooLarge(f"message of {len(body)} bytes is over the {self.max_bytes} limit")
         if not bodies:
             return []
-        encoded = [entries.encode(self.key_base, body, redeliveries=redeliveries) for body in bodies]
-        indexes: list[int | None] = [None] * len(encoded)
+        # An entry is sealed for its index: made once the indexes are taken.
+        now = time.time()
+        indexes: list[int | None] = [None] * len(bodies)
         written_in: dict[int, str] = {}  # position -> generation its entry went into
-        todo = list(range(len(encoded)))
+        todo = list(range(len(bodies)))
         # With meta commands the adds count themselves as put, in the same
         # write; what was not stored is taken back.
         counted_ahead = self.speaks_meta
@@ -55,18 +56,29 @@ class Producing(QueueBase):
                     self._counters_lost(gen)
                     continue
                 keys = {pos: self._key(gen, "m", taken[n]) for n, pos in enumerate(todo)}
+                values = {
+                    keys[pos]: entries.encode(
+                        self.key_base,
+                        bodies[pos],
+                        gen=gen,
+                        index=taken[n],
+                        redeliveries=redeliveries,
+                        enqueued_at=now,
+                    )
+                    for n, pos in enumerate(todo)
+                }
                 try:
-                    results, alive = self._add_entries(gen, {keys[pos]: encoded[pos] for pos in todo})
+                    results, alive = self._add_entries(gen, values)
                 except MemcacheServerError as exc:
                     if not is_full(exc):
                         raise
-                    stored = self._stored_after_error(keys, encoded)
+                    stored = self._stored_after_error(keys, values)
                     if counted_ahead:
                         self._uncount("in", len(todo) - len(stored))
                     self._stat("full")
                     error = QueueFull("memcached is full: message not stored")
                     error.stored = [
-                        pos for pos in range(len(encoded)) if indexes[pos] is not None or pos in stored
+                        pos for pos in range(len(bodies)) if indexes[pos] is not None or pos in stored
                     ]
                     raise error from exc
                 if not alive:
@@ -176,7 +188,7 @@ class Producing(QueueBase):
             self._reserve_gen, self._reserved_at = gen, now
         return [self._reserve.popleft() for _ in range(count)]
 
-    def _stored_after_error(self, keys: dict[int, str], encoded: list[bytes]) -> set[int]:
+    def _stored_after_error(self, keys: dict[int, str], values: dict[str, bytes]) -> set[int]:
         """After an error part-way through a pipeline, which entries are ours?"""
         found = self.client.get_many(list(keys.values()))
-        return {pos for pos, key in keys.items() if found.get(key) == encoded[pos]}
+        return {pos for pos, key in keys.items() if found.get(key) == values[key]}

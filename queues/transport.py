@@ -63,6 +63,18 @@ def kombu_payload(message: Message) -> dict:
     return payload
 
 
+def broker_ring() -> Any:
+    """The ring the memcached broker's queues live on (as a worker makes it),
+    or None when Celery's broker is not memcached."""
+    from django.conf import settings
+
+    if not str(settings.CELERY_BROKER_URL).startswith("memcached://"):
+        return None
+    options = settings.CELERY_BROKER_TRANSPORT_OPTIONS
+    namespace = options.get("namespace") or memcached_config()["NAMESPACE"]
+    return build_client(options["servers"], f"{namespace}:broker")
+
+
 def queue_name(kombu_queue: str) -> str:
     """kombu names ("celery", "w1@host.celery.pidbox") -> valid queue names."""
     safe = kombu_queue.replace("@", ".")

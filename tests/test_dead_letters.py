@@ -6,11 +6,11 @@ import json
 import time
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 
 from core.client import server_client
 from queues.core import DeadLetter, Queue
-from queues.entries import encode
+from queues.entries import BadEntry, decode, encode, with_redeliveries
 from queues.exceptions import ClaimLost, InvalidReceipt
 from tests.processes import wait_for
 
@@ -190,6 +190,26 @@ def test_dead_letters_are_shown_requeued_and_purged_by_command(fast, capsys):
     assert _dead_waiting(queue) == 0
 
 
+def test_the_command_sees_the_memcached_brokers_dead_letters(fast, settings, capsys, memcached_server):
+    """Celery's queues on the memcached broker live under a namespace of their
+    own: `dead_letters celery` (or broker:<name>) looks there."""
+    from queues.transport import broker_ring
+
+    settings.CELERY_BROKER_URL = f"memcached://{memcached_server}"
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"servers": [memcached_server]}
+    broker = Queue("celery", ring=broker_ring())
+    broker.put(b'{"task": "x"}')
+    broker.bury(broker.claim(), "a task nobody knows")
+    Queue("celery").put(b"the farm's own queue of that name holds nothing dead")
+    for name in ("celery", "broker:celery"):
+        call_command("dead_letters", name)
+        shown = capsys.readouterr().out
+        assert shown.startswith("1 dead letters of celery") and "a task nobody knows" in shown, shown
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
+    with pytest.raises(CommandError, match="not memcached"):
+        call_command("dead_letters", "broker:celery")
+
+
 def test_a_planted_queue_counter_starts_a_new_generation_rather_than_stalling(fast):
     queue = Queue("counters")
     queue.put(b"one")
@@ -204,6 +224,34 @@ def test_a_planted_queue_counter_starts_a_new_generation_rather_than_stalling(fa
 
 def test_the_redelivery_count_is_outside_the_mac_and_nothing_else_is():
     body = json.dumps({"x": 1}).encode()
-    raw = encode("q:a", body, redeliveries=2)
+    here = {"gen": "0123abcd", "index": 7, "enqueued_at": 1.0}
+    raw = encode("q:a", body, redeliveries=2, **here)
     assert raw.startswith(b"M2 ")
-    assert encode("q:a", body).split(b" ")[2] != encode("q:b", body).split(b" ")[2]
+    assert decode("q:a", with_redeliveries(raw, 4), "0123abcd", 7).redeliveries == 4
+
+    def tag(**place) -> bytes:
+        return encode(place.pop("queue", "q:a"), body, **{**here, **place}).split(b" ")[2]
+
+    assert len({tag(), tag(queue="q:b"), tag(index=8), tag(gen="0123abce"), tag(enqueued_at=2.0)}) == 5
+    for elsewhere in (("q:b", "0123abcd", 7), ("q:a", "0123abcd", 8), ("q:a", "ffffffff", 7)):
+        with pytest.raises(BadEntry):
+            decode(elsewhere[0], raw, elsewhere[1], elsewhere[2])
+
+
+def test_an_entry_copied_to_another_index_is_not_delivered_again(settings):
+    """Someone who can reach memcached copies a real Celery task (or vote) to
+    the next index: its MAC names the index it was written at, so the copy
+    goes to the dead letters and the message is delivered once."""
+    queue = Queue("replayed")
+    first = queue.put(b"run me once")
+    gen = queue._generation()
+    client = server_client("q:replayed")
+    original = client.get(f"q:replayed:{gen}:m:{first}")
+    second = queue.put(b"a placeholder the copy replaces")
+    client.set(f"q:replayed:{gen}:m:{second}", original)
+    consumer = Queue("replayed")
+    got = consumer.claim()
+    assert got.body == b"run me once"
+    consumer.ack(got.receipt)
+    assert consumer.claim() is None
+    assert consumer.stats()["dead_letters"] == 1

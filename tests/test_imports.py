@@ -197,11 +197,23 @@ def test_a_bad_file_is_refused_at_once_with_a_message_and_nothing_is_started(ali
     assert not Job.objects.exists() and not Upload.objects.exists()
 
 
-def test_a_too_large_file_is_refused(alice, settings):
+def test_a_too_large_file_is_refused_before_it_is_read(alice, settings):
     settings.IMPORTS = {**settings.IMPORTS, "MAX_UPLOAD_BYTES": 100}
-    response = _post(_client(alice), FILE, HTTP_ACCEPT="application/json")
-    assert response.status_code == 400
-    assert "it may be at most 100" in response.json()["fields"]["file"][0]
+    # The body says it is long: refused without reading a byte of it.
+    said = _post(_client(alice), FILE * 1000, HTTP_ACCEPT="application/json")
+    assert said.status_code == 413 and "at most 100" in said.json()["error"]
+    assert said.wsgi_request._stream._pos == 0  # nothing of the body was read
+    # Short enough to be read, a file past the limit: cut off at the first chunk over it.
+    page = _post(_client(alice), FILE)
+    assert page.status_code == 413 and b"The file may be at most 100" in page.content
+    assert not Upload.objects.exists()
+
+
+def test_the_upload_form_is_still_csrf_protected(alice):
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(alice)
+    assert _post(client, FILE).status_code == 403
+    assert not Upload.objects.exists()
 
 
 def test_a_file_name_with_control_characters_is_made_printable(alice):

@@ -3,7 +3,8 @@
 A page with progress bars polls every second or two: one line each buries
 everything else on `make run`'s console and fills a farm's logs. Answered
 polls are counted instead (activity.middleware, `requests_polled`), failed
-ones are logged like any other request; activity.polling says what a poll is.
+ones are logged like any other request, with the read token left out (it is
+a bearer secret); activity.polling says what a poll is.
 """
 
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 from gunicorn.glogging import Logger
 
 from activity.polling import is_poll
+from core.paths import hide_tokens
 
 
 class PollsCounted(Logger):
@@ -19,4 +21,11 @@ class PollsCounted(Logger):
         answered = isinstance(status, int) and status < 400
         if answered and is_poll(environ.get("REQUEST_METHOD"), environ.get("PATH_INFO")):
             return
+        path = environ.get("RAW_URI") or environ.get("PATH_INFO") or ""
+        if "/progress/" in path:
+            environ = {
+                **environ,
+                "RAW_URI": hide_tokens(environ.get("RAW_URI", "")),
+                "PATH_INFO": hide_tokens(environ.get("PATH_INFO", "")),
+            }
         super().access(resp, req, environ, request_time)

@@ -58,7 +58,7 @@ def render_nginx(
         "main.conf.template",
         RUN_DIR=run_dir,
         WORKERS=workers,
-        ACCESS_LOG=access_log,
+        ACCESS_LOG="off" if access_log == "off" else f"{access_log} webfarm",
         # nginx started by root drops to "nobody", which may not read the static files.
         USER_LINE="user root;" if os.geteuid() == 0 else "",
     )

@@ -124,6 +124,12 @@ FAMILIES: tuple[Family, ...] = (
         "deleted when its holder ends; a lease its holder renews, so a crashed holder's slot comes free",
     ),
     Family(
+        "failed logins",
+        re.compile(r"login-fail:(user|addr):[0-9a-f]{24}"),
+        lambda: _limits("LOGIN_WINDOW"),
+        "names the window from the first failure: needed only until it ends",
+    ),
+    Family(
         "site log drainer lock",
         re.compile(r"sitelog:drainer"),
         lambda: 30,

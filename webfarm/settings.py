@@ -166,6 +166,9 @@ LIMITS = {
     "VOTES": env_int("LIMITS_VOTES", 64),
     "ATTEMPTS": env_int("LIMITS_ATTEMPTS", 3),
     "PAUSE": env_float("LIMITS_PAUSE", 0.001),
+    "LOGIN_FAILURES": env_int("LIMITS_LOGIN_FAILURES", 10),
+    "LOGIN_FAILURES_PER_ADDRESS": env_int("LIMITS_LOGIN_FAILURES_PER_ADDRESS", 50),
+    "LOGIN_WINDOW": env_int("LIMITS_LOGIN_WINDOW", 300),
 }
 
 POLLS = {
@@ -276,6 +279,8 @@ USER_CACHE_TTL = env_int("USER_CACHE_TTL", 300)
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"

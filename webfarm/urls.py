@@ -1,10 +1,14 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from limits.logins import ThrottledLoginView
+
 urlpatterns = [
     # Before the admin's own URLs, which would answer 404 for it.
     path("admin/dashboard/", include("dashboard.urls")),
     path("admin/", admin.site.urls),
+    # Before Django's own login URL: a few wrong passwords, then a pause.
+    path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("progress/", include("progress.urls")),
     path("queues/", include("queues.urls")),

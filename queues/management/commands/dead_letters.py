@@ -1,6 +1,7 @@
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from queues.core import DeadLetter, Queue
@@ -18,11 +19,15 @@ def _when(timestamp: float | None) -> str:
 class Command(BaseCommand):
     help = (
         "Show a queue's dead letters (messages no consumer could process), put them back "
-        "into the queue (--requeue) or drop them (--purge). HTTP front queues are http.<name>."
+        "into the queue (--requeue) or drop them (--purge). HTTP front queues are http.<name>; "
+        "the memcached broker's are named as Celery names them (celery, or CELERY_TASK_DEFAULT_QUEUE), "
+        "or broker:<name>."
     )
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("queue", help="the queue's name: sitelog, poll-votes, http.<name>...")
+        parser.add_argument(
+            "queue", help="the queue's name: sitelog, poll-votes, http.<name>, celery, broker:<name>..."
+        )
         action = parser.add_mutually_exclusive_group()
         action.add_argument(
             "--requeue", action="store_true", help="put every dead letter back into the queue"
@@ -32,7 +37,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            queue = Queue(options["queue"])
+            queue = _queue(options["queue"])
             dead = queue.dead_letters()
             if options["purge"]:
                 waiting = queue.stats()["dead_letters"]
@@ -64,3 +69,19 @@ class Command(BaseCommand):
         dead.recover_interval = 0  # one more pass moves the floor past them: none waits now
         dead.claim_many(1)
         return moved
+
+
+def _queue(name: str) -> Queue:
+    """The farm's queue, or the memcached broker's (Celery's queues, which live
+    under a namespace of their own)."""
+    from queues.transport import broker_ring, queue_name
+
+    celery = {settings.CELERY_TASK_DEFAULT_QUEUE, "celery"}
+    if name.startswith("broker:") or name in celery:
+        ring = broker_ring()
+        if ring is None:
+            if name.startswith("broker:"):
+                raise CommandError("Celery's broker is not memcached: its queues are not here")
+            return Queue(name)
+        return Queue(queue_name(name.removeprefix("broker:")), ring=ring)
+    return Queue(name)
