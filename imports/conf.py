@@ -15,6 +15,8 @@ DEFAULTS: dict[str, Any] = {
     "MAX_ROWS": 50_000,
     # Rows checked per database query (existing e-mail addresses).
     "CHUNK_ROWS": 500,
+    # Days an upload and its rejected rows are kept (as long as its job); 0: for good.
+    "KEEP_DAYS": 30,
 }
 
 get_config = AppSettings("IMPORTS", DEFAULTS)

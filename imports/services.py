@@ -2,6 +2,7 @@
 good ones and the rejected ones in one transaction, or nothing."""
 
 from collections.abc import Iterable, Iterator
+from datetime import datetime, timedelta
 from itertools import islice
 from typing import TypeVar
 
@@ -92,3 +93,13 @@ def rejected_csv_rows(upload: Upload) -> list[list[str]]:
     """The header and rows of the rejected-rows download."""
     header = ["line", "reason", "name", "email", "region", "joined_on"]
     return [header] + [[str(r.line), r.reason, *r.cells] for r in upload.rejected_rows.all()]
+
+
+def purge_uploads(*, now: datetime | None = None) -> int:
+    """Delete uploads (and their rejected rows) older than KEEP_DAYS; returns how many."""
+    days = get_config()["KEEP_DAYS"]
+    if not days:
+        return 0
+    cutoff = (now or timezone.now()) - timedelta(days=days)
+    deleted, _ = Upload.objects.filter(created_at__lt=cutoff).delete()
+    return deleted

@@ -43,6 +43,8 @@ DEFAULTS: dict[str, Any] = {
     "START_ATTEMPTS": 3,
     "START_PAUSE": 0.001,
     "RETRY_AFTER": 5,
+    # Days an ended job (its row, parts and result files) is kept; 0: for good.
+    "KEEP_DAYS": 30,
 }
 
 get_config = AppSettings("PROGRESS", DEFAULTS)

@@ -2,7 +2,7 @@ import os
 
 from celery import shared_task
 
-from progress import fanout, launch
+from progress import fanout, launch, retention
 
 
 @shared_task(name="progress.run_job", acks_late=True, ignore_result=True)
@@ -24,3 +24,8 @@ def merge_job(job_id: str) -> None:
 @shared_task(name="progress.reap_lost_jobs", ignore_result=True)
 def reap_lost_jobs() -> None:
     launch.reap_lost_jobs()
+
+
+@shared_task(name="progress.purge_ended_jobs", ignore_result=True)
+def purge_ended_jobs() -> None:
+    retention.purge_ended_jobs()

@@ -132,6 +132,7 @@ PROGRESS = {
     "LOST_AFTER_BEATS": env_int("PROGRESS_LOST_AFTER_BEATS", 3),
     "RECORD_TTL": env_int("PROGRESS_RECORD_TTL", 24 * 3600),
     "FINAL_TTL": env_int("PROGRESS_FINAL_TTL", 300),
+    "KEEP_DAYS": env_int("PROGRESS_KEEP_DAYS", 30),
     "SEND_GRACE": env_float("PROGRESS_SEND_GRACE", 30.0),
     "RESEND_AFTER": env_float("PROGRESS_RESEND_AFTER", 120.0),
     "QUEUED_LOST_AFTER": env_float("PROGRESS_QUEUED_LOST_AFTER", 1800.0),
@@ -186,6 +187,7 @@ DASHBOARD = {
 IMPORTS = {
     "MAX_UPLOAD_BYTES": env_int("IMPORTS_MAX_UPLOAD_BYTES", 5 * 1024 * 1024),
     "MAX_ROWS": env_int("IMPORTS_MAX_ROWS", 50_000),
+    "KEEP_DAYS": env_int("IMPORTS_KEEP_DAYS", 30),
 }
 
 REPORTS = {
@@ -265,6 +267,18 @@ CELERY_BEAT_SCHEDULE = {
     "harvest-counters": {
         "task": "stats.harvest_counters",
         "schedule": env_float("STATS_HARVEST_EVERY", 60.0),
+    },
+    # What a farm keeps is bounded: ended jobs, uploads and expired sessions go.
+    "purge-ended-jobs": {
+        "task": "progress.purge_ended_jobs",
+        "schedule": 3600.0,
+        "options": {"expires": 3600},
+    },
+    "purge-uploads": {"task": "imports.purge_uploads", "schedule": 3600.0, "options": {"expires": 3600}},
+    "clear-expired-sessions": {
+        "task": "core.clear_expired_sessions",
+        "schedule": 3600.0,
+        "options": {"expires": 3600},
     },
 }
 if QUEUES["MIRRORS"]:
