@@ -11,6 +11,7 @@ answer is a normal one, and the farm goes on working.
 
 import os
 import pickle
+import re
 import time
 import uuid
 
@@ -26,6 +27,10 @@ pytestmark = pytest.mark.farm
 NAMESPACE = "trust"
 TOKEN = "trust-api-token"
 ALL_DATES = {"date_from": "2024-01-01", "date_to": "2025-12-31", "top": "5", "region": ""}
+# Checked families whose planted values nothing in this test reads: a cancel flag is read by a
+# job that runs (tests/test_services.py plants one), counters and worker heartbeats only through
+# their registries, which are planted too here (refused as "list").
+NOT_READ_HERE = {"cancel", "counter", "workers"}
 
 
 class RunsCode:
@@ -111,6 +116,7 @@ def test_a_pickle_planted_under_every_key_runs_nothing(tmp_path):
                 "sitelog:recent",
                 "workers:registry",
                 "workers:0123456789abcdef",
+                f"login-fail:user:{'0' * 24}",
                 # The running totals exist only once the flusher has built them.
                 f"poll:{poll_id}:built",
                 f"poll:{poll_id}:0badc0de:c:{choice}",
@@ -168,6 +174,20 @@ def test_a_pickle_planted_under_every_key_runs_nothing(tmp_path):
         assert alice.wait_until(again, lambda p: p["final"], timeout=60)["state"] == "succeeded"
         metrics = requests.get(f"{base}/stats/metrics", headers=bearer, timeout=10).text
         assert "webfarm_memcached_refused_total" in metrics
+        # Each family says what a writer can do with it; the checked ones were refused as they
+        # say (the counts of a refusal reach memcached from each process a moment later).
+        assert all(family.writer for family in FAMILIES)
+        checked = {family.refused_as for family in planted if family is not None and family.refused_as}
+
+        def unrefused() -> set[str]:
+            metrics = requests.get(f"{base}/stats/metrics", headers=bearer, timeout=10).text
+            refused = set(re.findall(r'webfarm_memcached_refused_total\{family="([a-z_]+)"', metrics))
+            return checked - refused - NOT_READ_HERE
+
+        try:
+            wait_for(lambda: not unrefused(), timeout=30, interval=1, what="a refusal of every checked family")
+        except TimeoutError:
+            raise AssertionError(f"never refused: {sorted(unrefused())}") from None
         wait_for(lambda: not canary.exists(), timeout=1, what="nothing ran")
 
 
