@@ -38,6 +38,8 @@ DEFAULT_POLLING = 0.05
 MIN_POLL = 0.001
 # Bad messages buried in one poll before the worker gets a say again.
 BURY_PER_POLL = 16
+# Seconds between tries of an ack or reject memcached could not hear (it was unreachable).
+FINISH_RETRY_EVERY = 1.0
 
 
 class NotAKombuMessage(ValueError):
@@ -86,15 +88,25 @@ def queue_name(kombu_queue: str) -> str:
 
 
 class QoS(virtual.QoS):
-    """Acks and rejects go to memcached; unacked messages at shutdown are put back."""
+    """Acks and rejects go to memcached; unacked messages at shutdown are put back.
+
+    kombu's own bookkeeping is done whatever memcached says: a delivery tag
+    left in `_delivered` holds one slot of the prefetch window for good, and
+    a worker of one process whose ack failed while memcached restarted took
+    no task again (issue 31). What memcached could not hear is tried again
+    by the channel (Channel._finish)."""
 
     def ack(self, delivery_tag: str) -> None:
-        self.channel._finish(delivery_tag, requeue=False, ack=True)
-        super().ack(delivery_tag)
+        try:
+            self.channel._finish(delivery_tag, requeue=False, ack=True)
+        finally:
+            super().ack(delivery_tag)
 
     def reject(self, delivery_tag: str, requeue: bool = False) -> None:
-        self.channel._finish(delivery_tag, requeue=requeue, ack=False)
-        self._quick_ack(delivery_tag)
+        try:
+            self.channel._finish(delivery_tag, requeue=requeue, ack=False)
+        finally:
+            self._quick_ack(delivery_tag)
 
     def restore_unacked(self) -> list:
         self._flush()
@@ -102,6 +114,13 @@ class QoS(virtual.QoS):
             self.channel._finish(tag, requeue=True, ack=False)
         self._delivered.clear()
         return []
+
+
+def _finish_one(queue: Queue, receipt: str, *, requeue: bool) -> None:
+    if requeue:
+        queue.reject(receipt)
+    else:  # done, or rejected for good: finished either way
+        queue.ack(receipt)
 
 
 class Channel(virtual.Channel):
@@ -116,6 +135,8 @@ class Channel(virtual.Channel):
         self._lock = threading.RLock()
         self._queues: dict[str, Queue] = {}
         self._held: dict[str, tuple[str, str]] = {}  # delivery tag -> (queue, receipt)
+        # Acks and rejects memcached could not hear: (queue, receipt, requeue, given up at), tried again.
+        self._unfinished: list[tuple[str, str, bool, float]] = []
         self._closing = threading.Event()
         self._keeper = threading.Thread(target=self._keep_claims, name="memcached-claims", daemon=True)
         self._keeper.start()
@@ -162,18 +183,47 @@ class Channel(virtual.Channel):
         queue, receipt = held
         with self._lock:
             try:
-                if requeue and not ack:
-                    self._queue(queue).reject(receipt)
-                else:  # done, or rejected for good: finished either way
-                    self._queue(queue).ack(receipt)
+                _finish_one(self._queue(queue), receipt, requeue=requeue and not ack)
             except ClaimLost as exc:
                 # Its claim lapsed and another worker has it now: the task runs
                 # again there (at-least-once; the job itself runs only once).
                 logger.warning("message %s on %s not finished here: %s", tag, queue, exc)
+            except QueueUnavailable as exc:
+                # Tried again until its claim would have lapsed; by then the
+                # message is delivered again anyway (and memcached restarted
+                # has lost it with everything else).
+                logger.warning("message %s on %s not acknowledged yet (trying again): %s", tag, queue, exc)
+                self._unfinished.append(
+                    (queue, receipt, requeue and not ack, time.monotonic() + self.visibility_timeout)
+                )
+
+    def _finish_later(self) -> None:
+        """Try again the acks and rejects memcached could not hear."""
+        with self._lock:
+            pending, self._unfinished = self._unfinished, []
+        kept = []
+        for queue, receipt, requeue, until in pending:
+            try:
+                # A queue object of this thread's own: clients are not shared.
+                _finish_one(Queue(queue_name(queue), ring=self._ring), receipt, requeue=requeue)
+            except QueueUnavailable:
+                if time.monotonic() < until:
+                    kept.append((queue, receipt, requeue, until))
+            except QueueError as exc:  # memcached came back without it (restarted), or it was taken over
+                logger.info("a late ack on %s found nothing to finish: %s", queue, exc)
+        with self._lock:
+            self._unfinished.extend(kept)
 
     def _keep_claims(self) -> None:
-        """While the worker lives, its claims do not expire."""
-        while not self._closing.wait(self.visibility_timeout / 3):
+        """While the worker lives, its claims do not expire, and what memcached
+        could not hear is said again."""
+        extend_at = time.monotonic() + self.visibility_timeout / 3
+        while not self._closing.wait(min(FINISH_RETRY_EVERY, self.visibility_timeout / 3)):
+            if self._unfinished:
+                self._finish_later()
+            if time.monotonic() < extend_at:
+                continue
+            extend_at = time.monotonic() + self.visibility_timeout / 3
             by_queue: dict[str, list[str]] = {}
             for queue, receipt in list(self._held.values()):
                 by_queue.setdefault(queue, []).append(receipt)

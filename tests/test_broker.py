@@ -177,3 +177,43 @@ def test_celery_connects_where_the_settings_say_whatever_the_environment_holds(g
     assert write == read == first
     assert listed.split(",") == servers
     assert "localhost" not in out.stdout + out.stderr
+
+
+def test_a_worker_that_fails_an_ack_while_memcached_restarts_takes_tasks_again(tmp_path):
+    """A `-c 1` worker finishes its task while the broker's memcached is down:
+    the ack cannot reach it. Once memcached is back (empty, as after a
+    restart) the worker takes the next task: a failed ack must not keep its
+    one prefetch slot for good (the chaos run of issue 31 saw workers go deaf)."""
+    with processes.stopped_after() as started:
+        store, store_address = processes.memcached(tmp_path)
+        started.append(store)
+        broker_mc, broker_address = processes.memcached(tmp_path)
+        started.append(broker_mc)
+        broker = Broker(tmp_path, store_address)
+        broker.env["CELERY_BROKER_URL"] = f"memcached://{broker_address}"
+        worker = broker.worker("restarted")
+        started.append(worker)
+        key = uuid.uuid4().hex
+        broker.send("brokertest.hold", key)
+        wait_for(lambda: broker.notes(key) == ["first"], timeout=30, what="the task to start")
+
+        broker_mc.stop(signal.SIGKILL)  # the broker's memcached goes away mid-task
+        broker.let_go(key)
+        wait_for(lambda: broker.notes(key)[-1:] == ["done"], timeout=30, what="the task to finish")
+        wait_for(
+            lambda: "not acknowledged" in worker.log() or "Couldn't ack" in worker.log(),
+            timeout=30,
+            what="the failed ack",
+        )
+
+        port = int(broker_address.rsplit(":", 1)[1])
+        revived, _ = processes.memcached(tmp_path, port=port)
+        started.append(revived)
+        started_at = time.monotonic()
+        after = uuid.uuid4().hex
+        broker.send("brokertest.stamp", after)
+        wait_for(
+            lambda: broker.notes(after), timeout=60, what="the next task on the worker that failed an ack"
+        )
+        print(f"the next task ran {time.monotonic() - started_at:.1f} s after memcached came back")
+        assert worker.alive()
