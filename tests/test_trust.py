@@ -185,7 +185,9 @@ def test_a_pickle_planted_under_every_key_runs_nothing(tmp_path):
             return checked - refused - NOT_READ_HERE
 
         try:
-            wait_for(lambda: not unrefused(), timeout=30, interval=1, what="a refusal of every checked family")
+            wait_for(
+                lambda: not unrefused(), timeout=30, interval=1, what="a refusal of every checked family"
+            )
         except TimeoutError:
             raise AssertionError(f"never refused: {sorted(unrefused())}") from None
         wait_for(lambda: not canary.exists(), timeout=1, what="nothing ran")
