@@ -16,8 +16,11 @@ from tests.test_poller import _until
 pytestmark = pytest.mark.browser
 
 STATIC = Path(__file__).resolve().parent.parent / "progress/static/progress"
+# A progress URL as the widget has it: the bar believes only documents of its own job.
+JOB, TOKEN = "J" * 22, "T" * 22
+URL = f"/progress/{JOB}/{TOKEN}/"
 PAGE = f"""<!doctype html><html lang="en"><body>
-<div class="job-progress state-queued" data-progress-url="/doc">
+<div class="job-progress state-queued" data-progress-url="{URL}">
   <div class="bar" role="progressbar" aria-label="Sales" aria-valuenow="0"><div class="fill"></div></div>
   <span data-field="state"></span><span data-field="percent"></span><span data-field="stage"></span>
   <span data-field="elapsed"></span><span data-field="eta"></span>
@@ -25,7 +28,7 @@ PAGE = f"""<!doctype html><html lang="en"><body>
   <div data-field="retry" hidden></div><div data-field="error" hidden></div>
   <a data-field="download" hidden>Download</a>
 </div>
-<form data-again-for="j" hidden><button>Start it again with the same settings</button></form>
+<form data-again-for="{JOB}" hidden><button>Start it again with the same settings</button></form>
 <script>
   window.said = []; window.messages = 0;
   const watch = (name, seen) => new MutationObserver(seen).observe(
@@ -46,7 +49,7 @@ def _documents() -> list[dict]:
         stage = "reading orders" if percent < 50 else "aggregating" if percent < 90 else "writing file"
         docs.append(
             {
-                "job": "j",
+                "job": JOB,
                 "state": "running",
                 "percent": percent,
                 "stage": stage,
@@ -68,8 +71,9 @@ def page() -> Iterator[Page]:
         browser.close()
 
 
-def test_the_bar_speaks_at_states_stages_and_quarters_not_at_every_poll(page: Page):
-    docs = _documents()
+def _open(page: Page, docs: list[dict]) -> dict[str, int]:
+    """The page, its bar served `docs` one per poll (the last one again after
+    them); returns the count of polls served."""
     served = {"n": 0}
 
     def serve(route: Route) -> None:
@@ -77,9 +81,15 @@ def test_the_bar_speaks_at_states_stages_and_quarters_not_at_every_poll(page: Pa
         served["n"] += 1
         route.fulfill(status=200, content_type="application/json", body=json.dumps(doc))
 
-    page.route("http://bar.test/doc", serve)
+    page.route(f"http://bar.test{URL}", serve)
     page.route("http://bar.test/", lambda route: route.fulfill(content_type="text/html", body=PAGE))
     page.goto("http://bar.test/")
+    return served
+
+
+def test_the_bar_speaks_at_states_stages_and_quarters_not_at_every_poll(page: Page):
+    docs = _documents()
+    _open(page, docs)
     _until(
         page,
         lambda: page.evaluate("said.length && said[said.length - 1].includes('succeeded')"),
@@ -100,18 +110,36 @@ def test_the_bar_speaks_at_states_stages_and_quarters_not_at_every_poll(page: Pa
 
 
 def test_a_job_that_fails_while_watched_says_why_and_offers_to_start_again(page: Page):
-    running = {"job": "j", "state": "running", "percent": 40, "stage": "reading orders", "updated_at": "t1"}
-    docs = [running, {**running, "state": "failed", "error": "The database went away.", "updated_at": "t2"}]
-    served = {"n": 0}
-
-    def serve(route: Route) -> None:
-        route.fulfill(status=200, content_type="application/json", body=json.dumps(docs[min(served["n"], 1)]))
-        served["n"] += 1
-
-    page.route("http://bar.test/doc", serve)
-    page.route("http://bar.test/", lambda route: route.fulfill(content_type="text/html", body=PAGE))
-    page.goto("http://bar.test/")
+    running = {"job": JOB, "state": "running", "percent": 40, "stage": "reading orders", "updated_at": "t1"}
+    _open(
+        page,
+        [running, {**running, "state": "failed", "error": "The database went away.", "updated_at": "t2"}],
+    )
     again = page.get_by_role("button", name="Start it again with the same settings")
     _until(page, again.is_visible, timeout=20, what="the offer to start again")
     assert page.locator("[data-field=error]").text_content() == "The database went away."
     assert page.evaluate("said[said.length - 1]") == "Sales: failed."
+
+
+def test_a_document_the_site_did_not_publish_is_not_believed(page: Page):
+    """nginx serves what memcached holds: another job's document is polled
+    again, not drawn; a lying one is drawn only as far as it is harmless (text
+    as text, no link off the site, no job to follow but a job id)."""
+    other = {"job": "O" * 22, "state": "running", "percent": 90, "message": "ANOTHER JOB", "updated_at": "o"}
+    lying = {
+        "job": JOB,
+        "state": "succeeded",
+        "percent": 100,
+        "message": "<img src=x onerror=window.pwned=1>",
+        "result_url": "javascript:window.pwned=1",
+        "retried_as": "../../accounts/logout",
+        "updated_at": "l",
+    }
+    served = _open(page, [other, lying])
+    message = page.locator("[data-field=message]")
+    _until(page, lambda: message.text_content() == lying["message"], timeout=20, what="the lying document")
+    assert served["n"] >= 2 and "ANOTHER JOB" not in page.evaluate("document.body.textContent")
+    download = page.locator("[data-field=download]")
+    assert download.is_hidden() and download.get_attribute("href") is None
+    assert page.locator("img[src=x]").count() == 0 and page.evaluate("window.pwned") is None
+    assert page.locator("[data-progress-url]").get_attribute("data-progress-url") == URL

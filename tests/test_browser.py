@@ -17,6 +17,7 @@ from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
 
 from polls.services import FLUSH_LOCK_TTL
 from tests import processes
+from tests.marks import one_broker
 from tests.web import DEMO_PASSWORD, WebClient, create_poll, flush_votes, new_user, vote_anonymously
 
 pytestmark = [pytest.mark.farm, pytest.mark.browser]
@@ -114,6 +115,7 @@ def test_my_jobs_shows_several_live_bars_and_cancel_works(page: Page):
     expect(page.locator(".job-progress.state-cancelled")).to_have_count(2, timeout=30_000)
 
 
+@one_broker
 def test_the_bar_waits_out_retry_after_and_recovers(page: Page):
     """The first polls meet a 503 with Retry-After: 2; the widget says so, waits
     at least that long between tries, then carries on to the end."""
@@ -187,6 +189,7 @@ def test_staff_see_the_farm_dashboard_with_data(page: Page, farm):
     assert alice.progress(running)["state"] == "cancelled"
 
 
+@one_broker
 def test_the_dashboard_refuses_non_staff(page: Page):
     _log_in(page, "bob")
     response = page.goto("/admin/dashboard/")
@@ -234,6 +237,7 @@ def test_a_killed_worker_s_job_turns_lost_and_runs_again_under_the_same_bar(page
         beat.stop()
 
 
+@one_broker
 def test_the_start_form_shows_a_refusal_and_when_to_try_again(page: Page, farm):
     _log_in(page, "alice")
     alice = farm.client("alice")
@@ -257,6 +261,7 @@ def test_the_start_form_shows_a_refusal_and_when_to_try_again(page: Page, farm):
     expect(page.get_by_role("progressbar")).to_be_visible()
 
 
+@one_broker
 def test_poll_results_bars_move_while_others_vote(page: Page, farm):
     poll, (_, no) = create_poll(farm.env, f"Bars on {farm.broker}?", ["Yes", "No"])
     # The flusher makes the running totals. Ours waits while another holds the
@@ -288,6 +293,7 @@ def test_poll_results_bars_move_while_others_vote(page: Page, farm):
     expect(page.get_by_role("alert")).to_have_text("You have already voted in this poll.")
 
 
+@one_broker
 def test_import_customers_from_a_csv_file_and_download_the_rejected_rows(page: Page, farm):
     """The second job type, start to end: upload, a worker checks the rows
     under a live bar, the page lists the rejected ones, and they download."""
@@ -373,7 +379,7 @@ def _new_user(farm, username: str) -> WebClient:
     return new_user(farm.env, farm.node_a, username)
 
 
-@pytest.mark.parametrize("farm", ["memcached"], indirect=True)
+@one_broker
 def test_every_page_reads_right_and_passes_axe_for_visitors_users_and_staff(browser: Browser, farm):
     poll, _ = create_poll(farm.env, "Walked?", ["Yes", "No"])
     walker = _new_user(farm, "walker")
@@ -473,7 +479,7 @@ def _log_in_by_keyboard(page: Page, username: str) -> None:
     expect(page.get_by_role("heading", name="Reports")).to_be_visible()
 
 
-@pytest.mark.parametrize("farm", ["memcached"], indirect=True)
+@one_broker
 def test_with_the_keyboard_alone_a_user_starts_cancels_and_downloads(page: Page, farm):
     _new_user(farm, "keys")
     _log_in_by_keyboard(page, "keys")
@@ -496,7 +502,7 @@ def test_with_the_keyboard_alone_a_user_starts_cancels_and_downloads(page: Page,
     assert download.value.suggested_filename == "top-customers.csv"
 
 
-@pytest.mark.parametrize("farm", ["memcached"], indirect=True)
+@one_broker
 def test_my_jobs_shows_jobs_come_and_go_without_a_reload(page: Page, farm):
     mine = _new_user(farm, "lister")
     _log_in_by_keyboard(page, "lister")

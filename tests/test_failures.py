@@ -7,6 +7,7 @@ import json
 import pytest
 
 from tests import processes
+from tests.marks import one_broker
 from tests.web import WebClient, new_user
 
 pytestmark = pytest.mark.farm
@@ -91,6 +92,7 @@ def test_memcached_stopped_mid_job_and_started_again(farm):
     assert first.status_code == 200 and first.content == second.content and first.content.count(b"\n") > 10
 
 
+@one_broker
 def test_a_job_over_its_time_limit_is_stopped_and_shown_failed(farm):
     # A third web node whose settings give sales-by-region a 1 s limit (it runs about 3 s here); the
     # limit travels with the task to the farm's worker.
@@ -109,6 +111,7 @@ def test_a_job_over_its_time_limit_is_stopped_and_shown_failed(farm):
         node.stop()
 
 
+@one_broker
 def test_progress_json_never_leaks_the_slots(farm):
     alice = farm.client("alice")
     job = alice.start_report("return-rates", {**ALL_DATES, "min_units": 1})["job"]

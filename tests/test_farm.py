@@ -13,6 +13,7 @@ import pytest
 import requests
 
 from tests.hostile import HOSTILE
+from tests.marks import one_broker
 from tests.processes import wait_for
 
 pytestmark = pytest.mark.farm
@@ -73,6 +74,7 @@ def test_job_started_on_node_a_is_followed_and_downloaded_on_node_b(farm):
     assert chart.status_code == 200 and chart.content.startswith(b"\x89PNG")
 
 
+@one_broker
 def test_unchanged_progress_answers_304_on_either_node(farm):
     alice = farm.client("alice")
     job = alice.start_report("return-rates", {**ALL_DATES, "category": "", "min_units": 5})["job"]
@@ -136,6 +138,7 @@ def test_cancelled_queued_job_never_runs(farm):
     assert final["state"] == "cancelled" and final["started_at"] is None
 
 
+@one_broker
 def test_failure_is_shown_with_a_readable_error(farm):
     alice = farm.client("alice")
     job = alice.start_report(
@@ -148,6 +151,7 @@ def test_failure_is_shown_with_a_readable_error(farm):
     assert "No orders between 2001-01-01 and 2001-12-31." in page.text
 
 
+@one_broker
 def test_other_users_get_404_for_progress_pages_downloads_and_cancel(farm):
     alice = farm.client("alice")
     job = alice.start_report("top-customers", {**ALL_DATES, "top": 5, "region": ""})["job"]
@@ -166,6 +170,7 @@ def test_other_users_get_404_for_progress_pages_downloads_and_cancel(farm):
     assert anonymous.status_code == 401 and json.loads(anonymous.text)["error"]
 
 
+@one_broker
 def test_start_is_csrf_protected(farm):
     alice = farm.client("alice")
     alice.session.headers["X-CSRFToken"] = ""
@@ -175,6 +180,7 @@ def test_start_is_csrf_protected(farm):
     assert response.status_code == 403
 
 
+@one_broker
 def test_hostile_paths_through_gunicorn_are_4xx(farm):
     alice = farm.client("alice")
     host, port = farm.node_b.removeprefix("http://").split(":")

@@ -48,7 +48,7 @@
       eta_seconds: number(data.eta_seconds, 0, Number.MAX_VALUE),
       created_at: time(data.created_at),
       started_at: time(data.started_at),
-      updated_at: time(data.updated_at),
+      updated_at: text(data.updated_at),  // only compared (poller.js): a new one is a new document
       finished_at: time(data.finished_at),
       result_url: typeof data.result_url === "string" && SITE_PATH.test(data.result_url) ? data.result_url : null,
       error: text(data.error),
