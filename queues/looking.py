@@ -49,9 +49,11 @@ class Looking(QueueBase):
         stats = self.stats()
         return not stats["ready"] and not stats["dead_letters"] and not self.peek(1)
 
-    def peek(self, limit: int) -> list[Message]:
+    def peek(self, limit: int, *, unreadable: list[int] | None = None) -> list[Message]:
         """Up to `limit` unfinished messages from the floor on, without claiming
-        them (their receipts are empty): for looking, not for consuming."""
+        them (their receipts are empty): for looking, not for consuming.
+        Entries whose MAC fails are left out; their indexes go into
+        `unreadable` when it is given (a tool says so)."""
         with memcached_errors():
             gen = self._generation()
             found = self.client.get_many([self._key(gen, "floor"), self._key(gen, "tail")])
@@ -68,6 +70,8 @@ class Looking(QueueBase):
                     try:
                         entry = entries.decode(self.key_base, raw, gen, i)
                     except BadEntry:
+                        if unreadable is not None:
+                            unreadable.append(i)
                         continue
                     seen.append(
                         Message(self.name, i, entry.body, "", entry.redeliveries > 0, entry.enqueued_at)

@@ -9,14 +9,28 @@ import pytest
 from tests import processes
 from tests.web import DEMO_PASSWORD, WebClient
 
+# Where the in-process settings point between tests: a port where nothing
+# listens. Each test points them at a memcached of the suite's own
+# (progress_on_real_memcached); what runs outside a test (a background thread
+# shipping log records after the test ended) reaches nothing, never a farm the
+# suite did not start, such as a developer's `make run` on the default address.
+NOWHERE = "127.0.0.1:9"
+
 
 def pytest_configure(config: pytest.Config) -> None:
     # In-process tests never send tasks to a shared broker; the farm tests run
     # real workers on a Redis of their own.
+    from django.conf import settings
+    from django.test.utils import override_settings
+
     from webfarm.celery import app
 
     # The read and write URLs too: the settings set them (webfarm/settings.py).
     app.conf.broker_url = app.conf.broker_read_url = app.conf.broker_write_url = "memory://"
+    override_settings(
+        MEMCACHED={**settings.MEMCACHED, "SERVERS": [NOWHERE]},
+        CACHES={"default": {**settings.CACHES["default"], "LOCATION": [NOWHERE]}},
+    ).enable()
 
 
 @pytest.fixture(scope="session")

@@ -210,6 +210,18 @@ def test_the_command_sees_the_memcached_brokers_dead_letters(fast, settings, cap
         call_command("dead_letters", "broker:celery")
 
 
+def test_the_command_says_what_it_cannot_read_and_why(fast, settings, capsys):
+    """Dead letters written with another DJANGO_SECRET_KEY (a farm started with
+    its own key, a command run without it) are counted, not silently left out."""
+    queue = Queue("otherkey")
+    queue.put(b"sealed with the farm's key")
+    queue.bury(queue.claim(), "no good")
+    settings.SECRET_KEY = "another-key-" + "k" * 40
+    with pytest.raises(CommandError, match=r"1 dead letters of otherkey cannot be read.*DJANGO_SECRET_KEY"):
+        call_command("dead_letters", "otherkey")
+    assert capsys.readouterr().out.startswith("1 dead letters of otherkey")
+
+
 def test_a_planted_queue_counter_starts_a_new_generation_rather_than_stalling(fast):
     queue = Queue("counters")
     queue.put(b"one")

@@ -127,3 +127,11 @@ def test_my_jobs_filters_by_state_and_lists_its_jobs_as_json_for_the_page_to_pol
     assert "Accept" in listed["Vary"]
     bad = client.get("/jobs/?state=%00nope")
     assert bad.status_code == 400 and b"Unknown filter" in bad.content
+
+
+def test_the_site_has_an_icon_where_browsers_ask_for_one(client, admin_user):
+    """Every first visit asks for /favicon.ico: the icon, not a 404 in the log."""
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301 and response["Location"].endswith(".svg")
+    client.force_login(admin_user)
+    assert 'rel="icon"' in client.get("/admin/").content.decode()

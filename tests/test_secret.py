@@ -12,7 +12,8 @@ from tests.processes import BIN, wait_for
 pytestmark = pytest.mark.farm
 
 PLACEHOLDERS = {
-    "unset": None,
+    # Unset, where this machine's key file can be neither read nor made: the dev key is left.
+    "unset, no key file": None,
     "built-in": "dev-only-insecure-key-change-me-in-production-0123456789",
     "example file": "change-me-to-50-random-characters",
 }
@@ -36,7 +37,12 @@ COMMANDS = {
 
 def _env(tmp_path, key: str | None, **extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SECRET_KEY", "DJANGO_DEBUG")}
-    env.update(DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}", CELERY_BROKER_URL="memory://", **extra)
+    env.update(
+        DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        CELERY_BROKER_URL="memory://",
+        DJANGO_SECRET_KEY_FILE="/proc/webfarm-cannot-make-this/secret_key",
+    )
+    env.update(extra)
     if key is not None:
         env["DJANGO_SECRET_KEY"] = key
     return env
@@ -59,10 +65,36 @@ def test_a_placeholder_or_weak_secret_key_stops_the_process_with_a_reason(tmp_pa
         started.stop()
 
 
-def test_with_debug_on_or_a_real_key_the_processes_start(tmp_path):
-    for env in (_env(tmp_path, None, DJANGO_DEBUG="1"), _env(tmp_path, "a-real-key-" + "k" * 40)):
+def test_with_debug_on_a_real_key_or_this_machines_key_the_processes_start(tmp_path):
+    key_file = tmp_path / "var" / "secret_key"
+    for env in (
+        _env(tmp_path, None, DJANGO_DEBUG="1"),
+        _env(tmp_path, "a-real-key-" + "k" * 40),
+        _env(tmp_path, "", DJANGO_SECRET_KEY_FILE=str(key_file)),  # "": unset (the tests' own key not given)
+    ):
         web, _ = processes.gunicorn(env, tmp_path, "web-ok")
         web.stop()
+    # The machine's key was made for it, readable by its owner only.
+    assert len(key_file.read_text().strip()) >= 50 and key_file.stat().st_mode & 0o777 == 0o600
+
+
+def test_this_machines_key_is_refused_by_a_farm_on_several_machines(settings, capsys):
+    """Unset, the key is this machine's own: a process whose memcached,
+    database or broker is elsewhere would disagree with every other machine."""
+    from webfarm.secret import other_machines, refuse_placeholder
+
+    settings.SECRET_KEY_FROM_FILE = True
+    settings.SECRET_KEY = "a-key-of-this-machine-" + "m" * 40
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": ["127.0.0.1:11211", "[::1]:11212"]}
+    assert other_machines() == []
+    refuse_placeholder("web")  # one machine: it starts
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": ["127.0.0.1:11211", "cache-2.internal:11211"]}
+    assert other_machines() == ["cache-2.internal"]
+    with pytest.raises(SystemExit):
+        refuse_placeholder("web")
+    assert "this farm is not on this machine alone (cache-2.internal)" in capsys.readouterr().err
+    settings.SECRET_KEY_FROM_FILE = False  # set by the variable: the farm's own business
+    refuse_placeholder("web")
 
 
 @pytest.mark.parametrize("process", sorted(COMMANDS))

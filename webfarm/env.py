@@ -6,6 +6,8 @@ QUEUES["HOLE_WAIT"]. Names from before that rule (RENAMED) are still read, and
 """
 
 import os
+import secrets
+from pathlib import Path
 
 _QUEUES = (
     "MAX_MESSAGE_BYTES VISIBILITY_TIMEOUT HOLE_WAIT RECOVER_INTERVAL PREFETCH MIRRORS MAX_DELIVERIES "
@@ -73,3 +75,20 @@ def env_int_map(name: str, default: str = "") -> dict[str, int]:
             raise ValueError(f"{name}: {item!r} is not name=seconds")
         result[key.strip()] = int(value)
     return result
+
+
+def key_file(path: Path, fallback: str) -> str:
+    """A random key kept in `path`: made on first use, readable by its owner
+    only; `fallback` where the file can be neither read nor made."""
+    try:
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # Made with its mode, then filled: never readable by others, not even for a moment.
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as file:
+                file.write(secrets.token_urlsafe(50))
+        return path.read_text().strip() or fallback
+    except FileExistsError:  # another process made it a moment ago
+        return path.read_text().strip() or fallback
+    except OSError:
+        return fallback

@@ -25,7 +25,6 @@ from psycopg import sql
 
 from webfarm.env import env_list, env_str
 from webfarm.launch import DEMO_USERS, answers, run_processes
-from webfarm.secret import machine_key
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
@@ -131,9 +130,6 @@ def farm_env(base: dict[str, str]) -> dict[str, str]:
     }
     if base.get("FARM_BROKER") == "redis":
         env.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/0")
-    if not env.get("DJANGO_SECRET_KEY"):
-        # The same key of this machine's own for every process: they refuse a placeholder.
-        env["DJANGO_SECRET_KEY"] = machine_key(ROOT / "var" / "secret_key")
     return env
 
 

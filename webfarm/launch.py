@@ -15,8 +15,6 @@ from pathlib import Path
 from honcho.environ import parse_procfile
 from honcho.manager import Manager
 
-from webfarm.secret import machine_key
-
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_USERS = "alice, bob (users) and admin (staff)"
 LOCAL_REDIS = ("redis://127.0.0.1:6379", "redis://localhost:6379")
@@ -54,9 +52,6 @@ def main(argv: list[str] | None = None) -> int:
     if as_root:
         # Celery warns at length on every start as root; the banner says it once, shortly.
         env["PYTHONWARNINGS"] = ",".join(filter(None, [env.get("PYTHONWARNINGS"), ROOT_WARNING]))
-    if not env.get("DJANGO_SECRET_KEY"):
-        # A key of this machine's own: the processes refuse a placeholder.
-        env["DJANGO_SECRET_KEY"] = machine_key(ROOT / "var" / "secret_key")
     procfile = parse_procfile((ROOT / "Procfile").read_text())
     names = select_processes(env)
     commands = {name: procfile.processes[name] for name in names}

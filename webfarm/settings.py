@@ -4,14 +4,28 @@ from pathlib import Path
 
 import dj_database_url
 
-from webfarm.env import env_bool, env_float, env_int, env_int_map, env_list, env_str, old_names_in_use
+from webfarm.env import (
+    env_bool,
+    env_float,
+    env_int,
+    env_int_map,
+    env_list,
+    env_str,
+    key_file,
+    old_names_in_use,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
-# The dev key only ever serves a laptop: the `webfarm.W001` check warns when it
-# is used on a site reachable beyond localhost.
+# DJANGO_SECRET_KEY, else this machine's own key (DJANGO_SECRET_KEY_FILE, made on
+# first use): `make run`, every manage.py command and a celery started by hand
+# then agree. A farm across machines sets the variable (webfarm.secret refuses
+# to start without it). The dev key is only what is left where the file can be
+# neither read nor made; the processes refuse it with DEBUG off.
 DEV_SECRET_KEY = "dev-only-insecure-key-change-me-in-production-0123456789"  # noqa: S105
-SECRET_KEY = env_str("DJANGO_SECRET_KEY", DEV_SECRET_KEY)
+SECRET_KEY_FILE = Path(env_str("DJANGO_SECRET_KEY_FILE", str(BASE_DIR / "var" / "secret_key")))
+SECRET_KEY_FROM_FILE = not env_str("DJANGO_SECRET_KEY", "")
+SECRET_KEY = env_str("DJANGO_SECRET_KEY", "") or key_file(SECRET_KEY_FILE, DEV_SECRET_KEY)
 DEBUG = env_bool("DJANGO_DEBUG", False)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", "")

@@ -1,9 +1,18 @@
 from django.contrib import admin
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
+from django.templatetags.static import static
 from django.urls import include, path
 
 from limits.logins import ThrottledLoginView
 
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for /favicon.ico whatever the page says: the site's icon, not a 404."""
+    return HttpResponsePermanentRedirect(static("favicon.svg"))
+
+
 urlpatterns = [
+    path("favicon.ico", favicon),
     # Before the admin's own URLs, which would answer 404 for it.
     path("admin/dashboard/", include("dashboard.urls")),
     path("admin/", admin.site.urls),

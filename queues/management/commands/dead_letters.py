@@ -52,12 +52,19 @@ class Command(BaseCommand):
 
     def _show(self, queue: Queue, dead: Queue, limit: int) -> None:
         self.stdout.write(f"{queue.stats()['dead_letters']} dead letters of {queue.name}")
-        for message in dead.peek(limit):  # looking takes nothing away
+        unreadable: list[int] = []
+        for message in dead.peek(limit, unreadable=unreadable):  # looking takes nothing away
             letter = DeadLetter.from_json(message.body)
             when = f"enqueued {_when(letter.enqueued_at)}, buried {_when(letter.dead_at)}"
             self.stdout.write(
                 f"- #{letter.index}, {letter.deliveries} deliveries, {when}: {letter.reason}\n"
                 f"    {letter.body[:300]!r}"
+            )
+        if unreadable:
+            raise CommandError(
+                f"{len(unreadable)} dead letters of {queue.name} cannot be read: their MAC does not "
+                "match. They were written with another DJANGO_SECRET_KEY than this command's: run it "
+                "with the farm's (make run's is in var/secret_key), or they were planted."
             )
 
     def _requeue(self, queue: Queue, dead: Queue) -> int:
