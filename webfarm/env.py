@@ -7,6 +7,7 @@ QUEUES["HOLE_WAIT"]. Names from before that rule (RENAMED) are still read, and
 
 import os
 import secrets
+import tempfile
 from pathlib import Path
 
 _QUEUES = (
@@ -83,12 +84,17 @@ def key_file(path: Path, fallback: str) -> str:
     try:
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True)
-            # Made with its mode, then filled: never readable by others, not even for a moment.
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as file:
-                file.write(secrets.token_urlsafe(50))
-        return path.read_text().strip() or fallback
-    except FileExistsError:  # another process made it a moment ago
+            # Written whole under another name, then linked into place: the
+            # processes that start together read one complete key, never a half-written file.
+            fd, draft = tempfile.mkstemp(dir=path.parent, prefix=".secret_key.")  # mode 600
+            try:
+                with os.fdopen(fd, "w") as file:
+                    file.write(secrets.token_urlsafe(50))
+                os.link(draft, path)
+            except FileExistsError:  # another process made it a moment ago: theirs counts
+                pass
+            finally:
+                os.unlink(draft)
         return path.read_text().strip() or fallback
     except OSError:
         return fallback
