@@ -114,9 +114,11 @@ class Producing(QueueBase):
 
     def _add_entries(self, gen: str, values: dict[str, bytes]) -> tuple[dict[str, bool], bool]:
         """`add` the entries, then, in the same round trip, check that the
-        generation still has its tail: an empty append stores only onto an
-        existing key and changes nothing. Indexes come from a reserve or from
-        an incr a moment earlier; if memcached lost everything since, the adds
+        generation still has its tail, and that it is a number: `ma` by 0
+        changes nothing and answers NF for a tail that is gone, CLIENT_ERROR
+        for one someone overwrote (consumers then move to a new generation).
+        Indexes come from a reserve or from an incr a moment earlier; if
+        memcached lost everything since, or the tail was overwritten, the adds
         succeed into a key space nobody reads, and only this tells.
 
         A producer that put a moment ago reserves its next indexes in the
@@ -126,7 +128,7 @@ class Producing(QueueBase):
         wire = self.client.wire_key
         ttl = (f"T{self.entry_ttl}",) if self.entry_ttl else ()
         commands = [meta_command(b"ms", wire(key), *ttl, "ME", value=value) for key, value in values.items()]
-        commands.append(meta_command(b"ms", wire(self._key(gen, "tail")), "MA", value=b""))
+        commands.append(meta_command(b"ma", wire(self._key(gen, "tail")), "D0"))
         replies = self.client.meta(commands, errors=True, quietly=self._stat_command("in", len(values)))
         refused = next((r for r in replies if r.status == b"SERVER_ERROR"), None)
         if refused is not None:

@@ -222,6 +222,26 @@ def test_the_command_says_what_it_cannot_read_and_why(fast, settings, capsys):
     assert capsys.readouterr().out.startswith("1 dead letters of otherkey")
 
 
+def test_a_put_from_a_reserve_onto_a_planted_tail_is_not_lost(fast):
+    """A busy producer puts from indexes it reserved a moment earlier, without
+    an incr: when the tail was overwritten meanwhile, consumers move to a new
+    generation, and so must its message (it was lost there once: the trust
+    test's report task)."""
+    producer = Queue("reserved")
+    for n in range(4):  # busy: it reserves its next indexes as it puts
+        producer.put(b"warm %d" % n)
+    consumer = Queue("reserved")
+    assert [consumer.claim().body for _ in range(4)] == [b"warm %d" % n for n in range(4)]
+    gen = producer._generation()
+    server_client("q:reserved").set(f"q:reserved:{gen}:tail", b"not-a-number")
+    producer.put(b"after the plant")
+    wait_for(
+        lambda: (m := Queue("reserved").claim()) and m.body == b"after the plant",
+        timeout=10,
+        what="the message put after the plant",
+    )
+
+
 def test_a_planted_queue_counter_starts_a_new_generation_rather_than_stalling(fast):
     queue = Queue("counters")
     queue.put(b"one")
