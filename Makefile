@@ -69,7 +69,7 @@ test: setup test-packages lint
 
 # The quick tier: lint and the tests that start no farm (a minute or two).
 check: setup lint
-	$(PY) -m pytest -m "not farm and not browser"
+	$(PY) -m pytest tests/unit
 
 bench: setup test-packages
 	$(PY) -m bench

@@ -1,16 +1,14 @@
-"""The activity log's settings: DEFAULTS overlaid by settings.ACTIVITY."""
+"""The activity log's settings, overlaid by settings.ACTIVITY."""
 
-from typing import Any
+from core.appsettings import AppSettings, Setting
 
-from core.appsettings import AppSettings
-
-DEFAULTS: dict[str, Any] = {
-    # Answered polls (progress bars, poll results, the dashboard's live part,
-    # metrics, static files) are counted, not logged one by one: they are most
-    # of a farm's requests and say nothing a person looks for. This fraction
-    # of them is logged all the same (0.01: one in a hundred). Failed ones
-    # (status 400 and up) are always logged.
-    "POLL_SAMPLE": 0.0,
-}
-
-get_config = AppSettings("ACTIVITY", DEFAULTS)
+get_config = AppSettings(
+    "ACTIVITY",
+    [
+        # Answered polls (progress bars, poll results, the dashboard's live
+        # part, metrics, static files) are most of a farm's requests and say
+        # nothing a person looks for: they are counted (requests_polled), not
+        # logged one by one. Failed ones (status 400 and up) are always logged.
+        Setting("POLL_SAMPLE", 0.0, "fraction (0 to 1) of answered polls logged one by one all the same"),
+    ],
+)

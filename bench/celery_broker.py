@@ -9,7 +9,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tests import processes
+from tests.harness import processes
 
 
 def _measure(broker: str, workdir: Path, memcached: str) -> dict[str, float]:

@@ -8,7 +8,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from tests import processes
+from tests.harness import processes
 
 REPEAT = 21
 

@@ -17,7 +17,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from tests import processes
+from tests.harness import processes
 
 DURATION = os.environ.get("BENCH_DURATION", "8s")
 CONNECTIONS = os.environ.get("BENCH_CONNECTIONS", "32")

@@ -7,7 +7,7 @@ the same run:
   worker processes: close to 1x, 2x and 4x shows that the farm's size, not
   the code, bounds it;
 - what the combined bar costs in memcached: round trips per part write and
-  per poll (tests/test_budgets.py measures them on the wire).
+  per poll (tests/unit/test_budgets.py measures them on the wire).
 
 The farm: PostgreSQL, one memcached (store and broker), one Celery worker
 whose process count changes. A job's time is its row's, from created to
@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from bench import roundtrips
-from tests import processes
+from tests.harness import processes
 
 RUNS = 3  # of each, the best kept
 SLEEPING_PARTS = 16
@@ -55,7 +55,7 @@ SALES = (
     " params={'date_from': '2024-01-01', 'date_to': '2025-12-31', 'regions': []})"
 )
 SLEEPS = (
-    "import tests.split_jobs as s\n"
+    "import tests.harness.split_jobs as s\n"
     f"job = s.split_sleep.start(user=user, params={{'parts': {SLEEPING_PARTS}, 'seconds': 1.0}})"
 )
 
@@ -63,7 +63,7 @@ SLEEPS = (
 def _on_processes(env: dict, workdir: Path, count: int, start: str, runs: int = RUNS) -> dict:
     """The best of `runs` jobs on a worker of `count` processes."""
     worker = processes.celery_worker(
-        env, workdir, f"fanout-c{count}", concurrency=count, include="tests.split_jobs"
+        env, workdir, f"fanout-c{count}", concurrency=count, include="tests.harness.split_jobs"
     )
     try:
         return min((_job_seconds(env, start) for _ in range(runs)), key=lambda run: run["seconds"])
@@ -123,7 +123,7 @@ def report(results: dict) -> str:
     lines.append(f"{'worker processes':18} {'seconds':>8} {'speed-up':>9}")
     for count, run in sleeps.items():
         lines.append(f"{count:18d} {run['seconds']:8.2f} {sleeps[1]['seconds'] / run['seconds']:8.2f}x")
-    lines.append("The combined bar in memcached (tests/test_budgets.py):")
+    lines.append("The combined bar in memcached (tests/unit/test_budgets.py):")
     for name, trips, _commands, queries, sequence in results["costs"]:
         lines.append(f"  {name:44} {trips} round trips, {queries} queries: {sequence}")
     return "\n".join(lines)

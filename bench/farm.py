@@ -10,7 +10,7 @@ publishing the fast path's document). Then 1,000 concurrent clients on the
 fast path and on the Django endpoint, counting every error. Two gunicorn
 nodes, two memcached servers, PostgreSQL.
 
-Then the farm of hosts (tests/hostfarm.py: every role configured from
+Then the farm of hosts (tests/harness/hostfarm.py: every role configured from
 deploy/), twice in the same run: every host on one machine (all addresses on
 one loopback), and every host on its own network namespace, on a bridge. The
 same three measurements on each, from a client host: what crossing a network
@@ -32,8 +32,8 @@ from pathlib import Path
 import requests
 
 from bench.endpoint import CONNECTIONS, DURATION, THREADS, wrk_stats
-from tests import hosts, processes
-from tests.hostfarm import HOSTS, host_farm
+from tests.harness import hosts, processes
+from tests.harness.hostfarm import HOSTS, host_farm
 
 JOBS = int(os.environ.get("BENCH_FARM_JOBS", "100"))
 MANY = int(os.environ.get("BENCH_FARM_CLIENTS", "1000"))

@@ -4,7 +4,7 @@ polls) through a web node, a worker and beat, on a -M memcached.
 
 memcached's bytes are read before the traffic, at its end, once the drainers
 have caught up, and once the lifetimes have passed. The farm runs with
-lifetimes of a few seconds (tests/test_soak.py), so the last figure comes
+lifetimes of a few seconds (tests/farm/test_soak.py), so the last figure comes
 within the run; the one before it is what a request holds until its
 lifetimes (defaults in docs/memcached.md) pass. The baseline is the peak:
 what the same traffic holds at its end."""
@@ -14,9 +14,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests import keyspace, processes
-from tests.processes import wait_for
-from tests.test_soak import SHORT, drained, memory, prepare, run_traffic, soak_farm
+from tests.harness import keyspace, processes
+from tests.harness.processes import wait_for
+from tests.harness.soak import SHORT, drained, memory, prepare, run_traffic, soak_farm
 
 REQUESTS = 20_000
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import psycopg
 
 from bench.endpoint import CONNECTIONS, DURATION, ROUNDS, THREADS, wrk_stats
-from tests import processes
+from tests.harness import processes
 
 LUA = Path(__file__).with_name("votes.lua")
 

@@ -11,7 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests import processes
+from tests.harness import processes
 
 STEPS = int(os.environ.get("BENCH_STEPS", "1000000"))
 

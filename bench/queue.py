@@ -20,7 +20,7 @@ import timeit
 from pathlib import Path
 
 from bench.endpoint import ROUNDS
-from tests import processes
+from tests.harness import processes
 
 N = int(os.environ.get("BENCH_MESSAGES", "20000"))
 BATCH = 100

@@ -1,17 +1,26 @@
 """What each hot operation costs in memcached and the database: round trips,
-commands and queries, measured on the wire (tests/roundtrips.py) by the
-budget test itself (tests/test_budgets.py), which fails when one is over its
+commands and queries, measured on the wire (tests/harness/roundtrips.py) by the
+budget test itself (tests/unit/test_budgets.py), which fails when one is over its
 budget. Counts, not times: they are the same on every machine, and on a farm
 whose memcached is across the network each round trip is what users wait for."""
 
 import subprocess
 import sys
 
-from tests.processes import ROOT
+from tests.harness.processes import ROOT
 
 
 def run() -> list[tuple[str, int, int, int, str]]:
-    argv = [sys.executable, "-m", "pytest", "tests/test_budgets.py", "-q", "-s", "-p", "no:cacheprovider"]
+    argv = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "tests/unit/test_budgets.py",
+        "-q",
+        "-s",
+        "-p",
+        "no:cacheprovider",
+    ]
     out = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=600)
     rows = []
     for line in out.stdout.splitlines():
@@ -25,7 +34,8 @@ def run() -> list[tuple[str, int, int, int, str]]:
 
 def report(rows: list[tuple[str, int, int, int, str]]) -> str:
     lines = [
-        "Round trips (tests/test_budgets.py, one memcached server, Django's test client, warm connections)",
+        "Round trips (tests/unit/test_budgets.py, one memcached server, Django's test client, "
+        "warm connections)",
         f"{'':38} {'trips':>5} {'cmds':>5} {'queries':>7}  what each round trip carries "
         "(a noreply command rides with the next)",
     ]

@@ -20,7 +20,7 @@ from pathlib import Path
 import requests
 
 from bench.endpoint import CONNECTIONS, ROUNDS, THREADS, _median, wrk_stats
-from tests import processes
+from tests.harness import processes
 
 DURATION = os.environ.get("BENCH_DURATION", "8s")
 USERS = 300

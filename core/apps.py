@@ -6,7 +6,10 @@ class CoreConfig(AppConfig):
     verbose_name = "memcached base"
 
     def ready(self) -> None:
-        from core import checks  # noqa: F401 (registers the checks)
+        from core import (
+            checks,  # noqa: F401 (registers the checks)
+            counters,  # noqa: F401 (counts refused values: core.tampering)
+        )
         from core.users import connect_signals
 
         connect_signals()

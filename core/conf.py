@@ -1,33 +1,35 @@
-"""The memcached client's settings: DEFAULTS overlaid by settings.MEMCACHED."""
+"""The memcached client's settings, overlaid by settings.MEMCACHED."""
 
-from typing import Any
+from core.appsettings import AppSettings, Setting
 
-from core.appsettings import AppSettings
-
-DEFAULTS: dict[str, Any] = {
-    # host:port strings; several servers form a hash ring.
-    "SERVERS": ["127.0.0.1:11211"],
-    # Prefix of every key the farm writes, so several farms can share servers.
-    "NAMESPACE": "webfarm",
-    # Seconds: a dead server must cost a request little, not hang it.
-    "CONNECT_TIMEOUT": 0.5,
-    "TIMEOUT": 2.0,
-    # A server whose connection failed this many times in a row is down for
-    # the process: calls to it fail at once, and one call tries it again every
-    # RETRY_DOWN seconds (core.health).
-    "DOWN_AFTER": 1,
-    "RETRY_DOWN": 1.0,
-    # More keyword arguments for pymemcache's clients (max_pool_size, ...).
-    "OPTIONS": {},
-}
-
-
-def _reset_client() -> None:
-    from core.client import reset_client
-    from core.health import forget
-
-    reset_client()
-    forget()
-
-
-get_config = AppSettings("MEMCACHED", DEFAULTS, on_change=_reset_client)
+get_config = AppSettings(
+    "MEMCACHED",
+    [
+        Setting(
+            "SERVERS",
+            ["127.0.0.1:11211"],
+            "comma-separated `host:port` (IPv6 as `[::1]:11211`); the same list, in the same order, on "
+            "every node",
+        ),
+        # So several farms can share servers.
+        Setting("NAMESPACE", "webfarm", "prefix of every key; lets several farms share memcached"),
+        # A dead server must cost a request little, not hang it.
+        Setting("CONNECT_TIMEOUT", 0.5, "seconds to connect to a memcached server"),
+        Setting("TIMEOUT", 2.0, "seconds to wait for a memcached server's answer"),
+        # core.health: one failure on loopback is a refused connection, never a slow one.
+        Setting(
+            "DOWN_AFTER",
+            1,
+            "a server whose calls timed out (or whose host was unreachable) this many times in a row is down "
+            "for the process: calls to it fail at once "
+            "([operations.md](operations.md#a-memcached-host-vanishes))",
+        ),
+        Setting("RETRY_DOWN", 1.0, "seconds between one call's tries of a server that is down"),
+        Setting(
+            "OPTIONS",
+            {},
+            "more keyword arguments for pymemcache's clients (`max_pool_size`, …)",
+            environ=False,
+        ),
+    ],
+)

@@ -19,11 +19,13 @@ import re
 import secrets
 import threading
 import time
+from typing import Any
 
 from pymemcache.exceptions import MemcacheError
 
 from core.client import get_client
 from core.lists import add_member
+from core.tampering import value_refused
 
 logger = logging.getLogger(__name__)
 
@@ -189,3 +191,10 @@ def flush_soon() -> None:
 
 
 atexit.register(flush_soon)
+
+
+def _count_refusal(*, family: str, **_: Any) -> None:
+    count_soon("memcached_refused", family=family)
+
+
+value_refused.connect(_count_refusal, dispatch_uid="core.counters.refused")

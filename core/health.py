@@ -118,3 +118,6 @@ def forget() -> None:
     """Every server is up again (settings changed, or a test starts afresh)."""
     with _lock:
         _failing.clear()
+
+
+get_config.when_changed(forget)

@@ -16,6 +16,14 @@ from django.views.decorators.csrf import csrf_exempt
 View = Callable[..., HttpResponse]
 
 
+def polled(view: View) -> View:
+    """Mark a view that pages poll every second or two (a bar, live totals,
+    metrics): logs count its answers instead of writing a line each
+    (activity.polling). Put it above the view's other decorators."""
+    view.polled = True  # type: ignore[attr-defined]
+    return view
+
+
 def json_error(status: int, message: str, *, retry_after: int | None = None) -> JsonResponse:
     response = JsonResponse({"error": message}, status=status)
     response["Cache-Control"] = "no-store"

@@ -12,8 +12,13 @@ from core.tampering import refused
 
 
 def add_member(client: Any, list_key: str, name: str) -> None:
-    """Append `name` to the list (the caller makes sure it is not listed yet)."""
-    line = f"{name}\n".encode()
+    """Append `name` to the list (the caller makes sure it is not listed yet).
+
+    The line starts with a newline of its own: a value someone else wrote
+    that does not end with one (a planted pickle) would otherwise swallow
+    the name into its last line, which readers refuse, and the name would
+    never be listed again by a caller that remembers it added it."""
+    line = f"\n{name}\n".encode()
     if not client.append(list_key, line) and not client.add(list_key, line):
         client.append(list_key, line)
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from pymemcache.exceptions import MemcacheError
 
-from core.client import MetaBatch, get_client, server_client
+from core.client import MetaBatch, get_client, server_client, server_of
 
 logger = logging.getLogger(__name__)
 
@@ -283,7 +283,7 @@ def _held(scopes: Sequence[tuple[str, int]]) -> dict[str, dict[str, str]]:
     ring = get_client()
     by_server: dict[str | None, list[tuple[str, int]]] = {}
     for scope, limit in scopes:
-        by_server.setdefault(ring.hasher.get_node(f"slot:{scope}"), []).append((scope, limit))
+        by_server.setdefault(server_of(f"slot:{scope}", ring), []).append((scope, limit))
     held: dict[str, dict[str, str]] = {}
     for together in by_server.values():
         keys = [key for scope, limit in together for key in slot_keys(scope, limit)]

@@ -4,13 +4,18 @@ memcached is shared and unauthenticated: anyone who can reach it can write any
 key. Every reader checks what it reads; a value that fails the check is
 treated as missing (the reader falls back as it would after a restart), logged
 once a minute per kind, and counted as `memcached_refused{family}` so
-operators see that someone writes where they should not.
+operators see that someone writes where they should not (core.counters
+listens to `value_refused`: the counters themselves read lists, which refuse).
 """
 
 import logging
 import re
 import time
 
+from django.dispatch import Signal
+
+# Sent with family= for each refused value.
+value_refused = Signal()
 logger = logging.getLogger(__name__)
 
 WARN_EVERY = 60.0
@@ -21,8 +26,6 @@ _READ_TOKEN = re.compile(r"(pub:[A-Za-z0-9_-]{22}\.)[A-Za-z0-9_-]+")
 
 def refused(family: str, key: bytes | str, why: str) -> None:
     """Note a refused value of key family `family` ("job", "dj", "q"...)."""
-    from core.counters import count_soon
-
     now = time.monotonic()
     if now - _warned.get(family, -WARN_EVERY) >= WARN_EVERY:
         _warned[family] = now
@@ -30,4 +33,4 @@ def refused(family: str, key: bytes | str, why: str) -> None:
             r"\g<1><token>", key.decode(errors="replace") if isinstance(key, bytes) else str(key)
         )
         logger.warning("memcached value under %.120r refused (%s): not written by this farm", text, why)
-    count_soon("memcached_refused", family=family)
+    value_refused.send(refused, family=family)

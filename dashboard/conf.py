@@ -1,26 +1,22 @@
-"""The dashboard's settings: DEFAULTS overlaid by settings.DASHBOARD."""
+"""The dashboard's settings, overlaid by settings.DASHBOARD."""
 
-from typing import Any
+from core.appsettings import AppSettings, Setting
 
-from core.appsettings import AppSettings
-
-DEFAULTS: dict[str, Any] = {
-    # Seconds between a Celery worker's heartbeats; a worker is shown as
-    # silent after three missed ones.
-    "WORKER_HEARTBEAT": 10.0,
-    # Seconds the charts' data and pictures are reused before one process
-    # recomputes them (the others get the previous ones meanwhile).
-    "CHART_TTL": 30,
-    # Hours in the hourly charts, minutes in the per-minute one.
-    "HOURS": 48,
-    "MINUTES": 120,
-    # Days of daily summaries shown.
-    "DAYS": 14,
-    # Newest activity-log entries shown.
-    "ACTIVITY_ENTRIES": 30,
-    # Running jobs shown with their bars.
-    "RUNNING_JOBS": 20,
-}
-
-
-get_config = AppSettings("DASHBOARD", DEFAULTS)
+get_config = AppSettings(
+    "DASHBOARD",
+    [
+        # A worker is shown as silent after three missed ones.
+        Setting(
+            "WORKER_HEARTBEAT",
+            10.0,
+            "seconds between a Celery worker's heartbeats (the dashboard's workers)",
+        ),
+        # One process recomputes them; the others get the previous ones meanwhile.
+        Setting("CHART_TTL", 30, "seconds the dashboard's chart data and pictures are reused"),
+        Setting("HOURS", 48, "hours in the hourly charts"),
+        Setting("MINUTES", 120, "minutes in the per-minute chart"),
+        Setting("DAYS", 14, "days of daily summaries shown"),
+        Setting("ACTIVITY_ENTRIES", 30, "newest activity-log entries shown"),
+        Setting("RUNNING_JOBS", 20, "running jobs shown with their bars"),
+    ],
+)

@@ -4,6 +4,7 @@ from django.shortcuts import render
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_safe
 
+from core.http import polled
 from dashboard import selectors
 from dashboard.access import staff_required
 
@@ -28,6 +29,7 @@ def index(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboard/index.html", context)
 
 
+@polled
 @require_safe
 @never_cache
 @staff_required
@@ -36,6 +38,7 @@ def live(request: HttpRequest) -> HttpResponse:
     return render(request, "dashboard/live.html", selectors.live_parts())
 
 
+@polled
 @require_safe
 @staff_required
 def chart(request: HttpRequest, name: str) -> HttpResponse:

@@ -2,10 +2,9 @@ import csv
 import io
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template.defaultfilters import filesizeformat
-from django.urls import reverse
 from django.utils.http import content_disposition_header
 from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_http_methods, require_safe
@@ -18,24 +17,16 @@ from imports.models import Upload
 from imports.selectors import import_of, imports_of, upload_of
 from imports.services import rejected_csv_rows
 from imports.uploads import cut_off, declared_too_large, limit_upload
-from limits.refusals import note_refusal, refusal_response
-from progress.api import (
-    BrokerUnavailable,
-    ProgressUnavailable,
-    StartRefused,
-    job_record,
-    job_rows,
-    record_from_job,
-)
+from progress.web import job_rows, page_record, start_response
 from reports.definitions.base import safe_cell
 
-UNAVAILABLE_RETRY_AFTER = 5
 PREVIEW_ROWS = 20
+PAGE = "imports/index.html"
 
 
 def _page(request: HttpRequest, form: UploadForm, status: int = 200, **extra: object) -> HttpResponse:
     context = {"form": form, "rows": job_rows(imports_of(request.user)), **extra}
-    return render(request, "imports/index.html", context, status=status)
+    return render(request, PAGE, context, status=status)
 
 
 def _printable(name: str) -> str:
@@ -81,31 +72,14 @@ def _upload(request: HttpRequest, largest: int) -> HttpResponse:
     upload = Upload.objects.create(
         owner=request.user, name=_printable(form.cleaned_data["file"].name), data=data, size=len(data)
     )
-    try:
-        job = import_customers.start(user=request.user, params={"upload": upload.pk, "name": upload.name})
-    except StartRefused as refusal:
-        upload.delete()
-        note_refusal(request, refusal.reason, refusal.message, refusal.retry_after)
-        context = {"form": form, "rows": job_rows(imports_of(request.user)), "refusal": refusal}
-        return refusal_response(
-            request, refusal.message, refusal.retry_after, template="imports/index.html", context=context
-        )
-    except (ProgressUnavailable, BrokerUnavailable) as exc:
-        upload.delete()
-        what = "job queue" if isinstance(exc, BrokerUnavailable) else "progress store"
-        message = f"The {what} is unavailable right now, so the import was not started. Please try again."
-        if wants_json(request):
-            return json_error(503, message, retry_after=UNAVAILABLE_RETRY_AFTER)
-        response = _page(request, form, status=503, unavailable=message)
-        response["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER)
-        return response
-    job_url = reverse("imports:job", args=[job.id])
-    if wants_json(request):
-        progress_url = reverse("progress:by_token", args=[job.id, job.read_token])
-        return JsonResponse(
-            {"job": job.id, "job_url": job_url, "public_progress_url": progress_url}, status=202
-        )
-    return HttpResponseRedirect(job_url)
+    return start_response(
+        request,
+        lambda: import_customers.start(user=request.user, params={"upload": upload.pk, "name": upload.name}),
+        page="imports:job",
+        template=PAGE,
+        context=lambda: {"form": form, "rows": job_rows(imports_of(request.user))},
+        not_started=upload.delete,
+    )
 
 
 @require_safe
@@ -114,10 +88,7 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     job = import_of(request.user, job_id)
     if job is None:
         raise Http404("No such import.")
-    try:
-        record = job_record(job_id=job.id, owner_id=request.user.pk)
-    except ProgressUnavailable:
-        record = record_from_job(job)  # the bar retries and says so
+    record = page_record(job, request.user)
     upload = upload_of(job)
     done = upload is not None and upload.imported_at is not None and job.state == "succeeded"
     preview = list(upload.rejected_rows.all()[:PREVIEW_ROWS]) if done else []

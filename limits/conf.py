@@ -1,31 +1,33 @@
-"""The limits app's settings: DEFAULTS overlaid by settings.LIMITS."""
+"""The limits app's settings, overlaid by settings.LIMITS."""
 
-from typing import Any
+from core.appsettings import AppSettings, Setting
 
-from core.appsettings import AppSettings
-
-DEFAULTS: dict[str, Any] = {
-    # Report jobs queued or running at once, farm-wide: per user, per report type.
-    "REPORTS_PER_USER": 2,
-    "REPORTS_PER_KIND": 4,
-    # Downloads streaming at once: farm-wide, per user.
-    "DOWNLOADS": 16,
-    "DOWNLOADS_PER_USER": 2,
-    # Vote requests being handled at once, farm-wide.
-    "VOTES": 64,
-    # Quick tries before a refusal, and the pause after the first (grows linearly).
-    "ATTEMPTS": 3,
-    "PAUSE": 0.001,
-    # Seconds a request holds its slot without renewal (streaming renews it).
-    "REQUEST_LEASE": 60,
-    # Retry-After when nothing better is known (seconds).
-    "RETRY_AFTER": 5,
-    # Failed logins of one username, and from one address, before its logins
-    # are refused until LOGIN_WINDOW seconds after the first (limits.logins).
-    "LOGIN_FAILURES": 10,
-    "LOGIN_FAILURES_PER_ADDRESS": 50,
-    "LOGIN_WINDOW": 300,
-}
-
-
-get_config = AppSettings("LIMITS", DEFAULTS)
+get_config = AppSettings(
+    "LIMITS",
+    [
+        Setting("REPORTS_PER_USER", 2, "report jobs queued or running at once, farm-wide, per user"),
+        Setting("REPORTS_PER_KIND", 4, "report jobs queued or running at once, farm-wide, per report type"),
+        Setting("DOWNLOADS", 16, "downloads streaming at once, farm-wide"),
+        Setting("DOWNLOADS_PER_USER", 2, "downloads streaming at once, per user"),
+        Setting("VOTES", 64, "vote requests handled at once, farm-wide"),
+        # A report start tries again only after losing a race for a free slot,
+        # never when every slot is held by a job.
+        Setting("ATTEMPTS", 3, "tries for a download's or a vote's slot before a refusal"),
+        Setting("PAUSE", 0.001, "seconds of the first pause between those tries (then 2x, 3x…)"),
+        # Streaming renews it.
+        Setting("REQUEST_LEASE", 60, "seconds a request holds its slot without renewal"),
+        Setting("RETRY_AFTER", 5, "`Retry-After` of a refusal when nothing better is known, in seconds"),
+        # Counted before any password is hashed (limits.logins).
+        Setting(
+            "LOGIN_FAILURES",
+            10,
+            "failed logins of one username after which its logins are refused (429)",
+        ),
+        Setting(
+            "LOGIN_FAILURES_PER_ADDRESS",
+            50,
+            "failed logins from one address after which its logins are refused",
+        ),
+        Setting("LOGIN_WINDOW", 300, "seconds from the first failure until such a refusal ends"),
+    ],
+)

@@ -17,11 +17,13 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 
+from core.refusals import note_refusal, refusal_response
 from core.slots import Lease, LimitReached, SlotsUnavailable, acquire
 from limits.conf import get_config
-from limits.refusals import note_refusal, refusal_response
 
 View = Callable[..., HttpResponse]
+# The page a browser is shown when a limit says no.
+BUSY = "limits/busy.html"
 
 
 def limit_concurrency(
@@ -56,13 +58,13 @@ def limit_concurrency(
             except LimitReached as refusal:
                 text = message or f"Too many {name} at once right now; try again in {retry_after} s."
                 note_refusal(request, refusal.scope.split(":")[0], text, retry_after)
-                return refusal_response(request, text, retry_after)
+                return refusal_response(request, text, retry_after, template=BUSY)
             except SlotsUnavailable:
                 if fail_open:
                     return view(request, *args, **kwargs)
                 text = f"The farm cannot check its {name} limit right now; try again in {retry_after} s."
                 note_refusal(request, "limits_unavailable", text, retry_after)
-                return refusal_response(request, text, retry_after)
+                return refusal_response(request, text, retry_after, template=BUSY)
             try:
                 response = view(request, *args, **kwargs)
             except BaseException:

@@ -19,8 +19,8 @@ from pymemcache.exceptions import MemcacheError
 
 from core.client import get_client
 from core.http import client_address
+from core.refusals import note_refusal
 from limits.conf import get_config
-from limits.refusals import note_refusal
 
 logger = logging.getLogger(__name__)
 

@@ -1,8 +1,8 @@
 from typing import Any
 
 from polls.models import Poll
-from polls.services import live_totals
 from polls.snapshot import PollInfo, poll_info, remembered
+from polls.totals import live_totals
 
 
 def poll_or_none(poll_id: int) -> PollInfo | None:

@@ -31,18 +31,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import Count
 from pymemcache.exceptions import MemcacheError
 
 from core.client import MetaBatch, MetaReply, get_client
 from core.counters import count, count_soon
 from core.leases import Busy, lease
-from core.memo import ask_flags, get_or_set
+from core.memo import ask_flags
 from polls import snapshot
 from polls.conf import get_config
 from polls.messages import check_vote
 from polls.models import Choice, Poll, Vote
 from polls.snapshot import PollInfo
+from polls.totals import built_key, db_totals, is_epoch, total_key
 from queues.core import Queue, producer
 from queues.exceptions import QueueError
 
@@ -71,14 +71,6 @@ def _marker(poll_id: int, voter: str) -> str:
     # Voter ids come from cookies: hashed, they are always a valid key.
     digest = hashlib.blake2b(voter.encode(), digest_size=12).hexdigest()
     return f"poll:{poll_id}:voted:{digest}"
-
-
-def total_key(poll_id: int, epoch: str, choice_id: int) -> str:
-    return f"poll:{poll_id}:{epoch}:c:{choice_id}"
-
-
-def built_key(poll_id: int) -> str:
-    return f"poll:{poll_id}:built"
 
 
 def cast(ballot: Ballot) -> str:
@@ -165,7 +157,7 @@ def _cast_in_memcached(ballot: Ballot, vote: dict[str, Any]) -> str:
         reserved(replies)
 
     raw_epoch = replies[built].value if replies[built].status == b"VA" else None
-    epoch = raw_epoch.decode() if _is_epoch(raw_epoch) else None  # not ours: as while being rebuilt
+    epoch = raw_epoch.decode() if is_epoch(raw_epoch) else None  # not ours: as while being rebuilt
     if epoch is None:
         _epochs_seen.pop(poll_id, None)
     else:
@@ -376,25 +368,12 @@ def _uncount(vote: dict[str, Any], epochs: dict[int, str]) -> None:
             get_client().decr(total_key(vote["poll"], epoch, vote["choice"]), 1)
 
 
-def db_totals(poll_id: int) -> dict[int, int]:
-    counted = Vote.objects.filter(poll_id=poll_id).values("choice").annotate(n=Count("id"))
-    choices = Choice.objects.filter(poll_id=poll_id).values_list("id", flat=True)
-    totals = dict.fromkeys(choices, 0)
-    totals.update({row["choice"]: row["n"] for row in counted})
-    return totals
-
-
 def _epochs(poll_ids: set[int]) -> dict[int, str]:
     """The epoch of each poll's running totals, for the polls that have them."""
     if not poll_ids:
         return {}
     found = get_client().get_many([built_key(poll_id) for poll_id in poll_ids])
-    return {p: found[built_key(p)].decode() for p in poll_ids if _is_epoch(found.get(built_key(p)))}
-
-
-def _is_epoch(raw: bytes | None) -> bool:
-    """An epoch name rebuild_totals() wrote (anything else: the totals get rebuilt)."""
-    return raw is not None and len(raw) == 8 and all(c in b"0123456789abcdef" for c in raw)
+    return {p: found[built_key(p)].decode() for p in poll_ids if is_epoch(found.get(built_key(p)))}
 
 
 def count_uncounted_votes(*, renew: Callable[[], None] = lambda: None) -> int:
@@ -464,20 +443,3 @@ def flush_all() -> dict[str, int]:
             rebuild_totals(poll)
             renew()
         return {"stored": stored, "counted": counted, "rebuilt": len(lost)}
-
-
-def live_totals(poll_id: int, choices: list[int]) -> tuple[dict[int, int], bool]:
-    """The running totals from memcached, and whether they are live. While
-    they are being rebuilt (or memcached is away), the database's, counted
-    at most once a second farm-wide."""
-    try:
-        client = get_client()
-        epoch = client.get(built_key(poll_id))
-        keys = [total_key(poll_id, epoch.decode(), c) for c in choices] if _is_epoch(epoch) else []
-        found = client.get_many(keys) if keys else {}
-    except (MemcacheError, OSError):
-        keys, found = [], {}
-    if keys and len(found) == len(keys) and all(value.isdigit() for value in found.values()):
-        return {c: int(found[key]) for c, key in zip(choices, keys, strict=True)}, True
-    stored = get_or_set(f"polls:{poll_id}:db-totals", lambda: list(db_totals(poll_id).items()), ttl=1)
-    return {int(c): n for c, n in stored}, False

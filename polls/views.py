@@ -5,7 +5,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST, require_safe
 
-from core.http import client_address, json_error, json_polled, wants_json
+from core.http import client_address, json_error, json_polled, polled, wants_json
 from limits.decorators import limit_concurrency
 from polls import selectors, services
 
@@ -32,6 +32,7 @@ def poll_detail(request: HttpRequest, poll_id: int) -> HttpResponse:
     return render(request, "polls/detail.html", {"poll": poll, "results": selectors.results(poll)})
 
 
+@polled
 @require_safe
 def results_json(request: HttpRequest, poll_id: int) -> HttpResponse:
     poll = selectors.poll_or_none(poll_id)

@@ -1,5 +1,6 @@
-"""The progress app's public API: what another app needs to run a long job
-with a live bar. Everything else in `progress` may change.
+"""The job author's API: what another app needs to write a long job with a
+live bar. A view that starts or shows jobs uses progress.web. Everything
+else in `progress` may change.
 
 A job type is one function (or a JobType subclass) in a `jobs` module of
 your app:
@@ -13,84 +14,43 @@ your app:
         ...                                    # tracker.reporter.update(done)
         return JobResult(url=..., summary="1,204 customers imported")
 
-A view starts one for the signed-in user (limits and counters applied):
-
-    job = import_customers.start(user=request.user, params={...})
-
-and may catch StartRefused (limits.refusals renders it), ProgressUnavailable
-and BrokerUnavailable. A view that reads a form first may refuse before it,
-cheaper than anything else it does (look_at_limits(), then
-start_job(..., looked=...), which does not look again). The progress app's task runs it on a worker: running,
-heartbeat, cancel, time limit, final state, one run again if its worker dies
-(retry_on_lost=True). A job may be split in parts that run at once on
-many workers, with one combined bar (JobType.split, run_part and merge, or
-job_type(..., split=..., merge=...)). In a template: `{% load progress %}{% progress_assets %}`
-in the head and `{% progress_bar job record %}` where the bar goes.
+`import_customers.start(user=..., params={...})` starts one (limits and
+counters applied); progress.web.start_response() turns that, or why it did
+not start, into the answer. The progress app's task runs it on a worker:
+running, heartbeat, cancel, time limit, final state, one run again if its
+worker dies (retry_on_lost=True). A job may be split in parts that run at
+once on many workers, with one combined bar (JobType.split, run_part and
+merge, or job_type(..., split=..., merge=...)). In a template:
+`{% load progress %}{% progress_assets %}` in the head and
+`{% progress_bar job record %}` where the bar goes.
 """
 
-from progress.exceptions import JobCancelled, JobEnded, JobFailed, JobNotRunnable, ProgressUnavailable
+from progress.exceptions import JobCancelled, JobFailed
 from progress.ids import is_valid_job_id
-from progress.jobtypes import (
-    JobType,
-    SlotLimits,
-    add_source,
-    all_job_types,
-    get_job_type,
-    job_type,
-    register,
-)
-from progress.launch import (
-    BrokerUnavailable,
-    Looked,
-    StartRefused,
-    look_at_limits,
-    reap_lost_jobs,
-    refused_in_flood,
-    run_job,
-    start_job,
-)
 from progress.models import Job, JobPart
 from progress.outcome import JobResult
-from progress.parts import PartSpec
+from progress.parts.countdown import PartSpec
 from progress.records import MAX_PARTS
+from progress.registry import add_source, register
 from progress.reporter import ProgressReporter
-from progress.selectors import job_record, job_rows
-from progress.services import Tracker, cancel_job, record_from_job
-from progress.states import FINAL_STATES, State
+from progress.services import Tracker
+from progress.types.base import SlotLimits
+from progress.types.jobtype import JobType, job_type
 
 __all__ = [
-    "FINAL_STATES",
     "MAX_PARTS",
-    "BrokerUnavailable",
     "Job",
     "JobCancelled",
-    "JobEnded",
     "JobFailed",
-    "JobNotRunnable",
     "JobPart",
     "JobResult",
     "JobType",
-    "Looked",
     "PartSpec",
     "ProgressReporter",
-    "ProgressUnavailable",
     "SlotLimits",
-    "StartRefused",
-    "State",
     "Tracker",
     "add_source",
-    "all_job_types",
-    "cancel_job",
-    "get_job_type",
     "is_valid_job_id",
-    "job_record",
-    "job_rows",
     "job_type",
-    "look_at_limits",
-    "reap_lost_jobs",
-    "record_from_job",
-    "refused_in_flood",
     "register",
-    "run_job",
-    "start_job",
 ]

@@ -1,6 +1,9 @@
 from django.apps import AppConfig
 from django.utils.module_loading import autodiscover_modules
 
+from core.paths import hide_in_logs
+from progress.ids import ID_PATTERN
+
 
 class ProgressConfig(AppConfig):
     name = "progress"
@@ -8,6 +11,10 @@ class ProgressConfig(AppConfig):
 
     def ready(self) -> None:
         from progress import checks, conf  # noqa: F401  (registers checks and signal receivers)
+
+        # The read token of progress.urls' by_token route is a bearer secret:
+        # a job id's segment, then the token's.
+        hide_in_logs(argument="token", pattern=rf"/{ID_PATTERN}/(?P<secret>{ID_PATTERN})(?=[/?#\s]|$)")
 
         # Every app's job types (`<app>/jobs.py`), on web nodes and workers alike.
         autodiscover_modules("jobs")

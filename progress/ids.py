@@ -4,7 +4,9 @@ import re
 import secrets
 
 JOB_ID_LENGTH = 22  # 16 random bytes in unpadded base64url
-_JOB_ID_RE = re.compile(rf"[A-Za-z0-9_-]{{{JOB_ID_LENGTH}}}")
+# A job id, and a read token, as a regular expression.
+ID_PATTERN = rf"[A-Za-z0-9_-]{{{JOB_ID_LENGTH}}}"
+_JOB_ID_RE = re.compile(ID_PATTERN)
 
 
 def new_job_id() -> str:

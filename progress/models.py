@@ -1,8 +1,27 @@
+from collections.abc import Collection
+from datetime import UTC, datetime
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 
 from progress.ids import JOB_ID_LENGTH, new_job_id, new_read_token
-from progress.states import State
+from progress.states import FINAL_STATES, State
+
+
+class StateQuerySet(models.QuerySet):
+    """A job's or a part's state changes, each one conditional UPDATE: a row
+    moves only while it is still in the state the change comes from, so the
+    row decides every race (a worker and the reaper, a run and a cancel, a
+    task delivered twice). Each returns how many rows it moved."""
+
+    def move(self, *, source: State | Collection[State], target: State, **fields: Any) -> int:
+        sources = [source] if isinstance(source, str) else list(source)
+        return self.filter(state__in=sources).update(state=target, **fields)
+
+    def beat(self) -> int:
+        """A heartbeat written to the rows that still run (their worker cannot reach memcached)."""
+        return self.filter(state=State.RUNNING).update(beat_at=datetime.now(UTC))
 
 
 class Job(models.Model):
@@ -48,6 +67,8 @@ class Job(models.Model):
     # How many parts it was split into (0: it runs whole, as one task).
     part_count = models.PositiveSmallIntegerField(default=0)
 
+    objects = StateQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at"]
         indexes = [models.Index(fields=["owner", "-created_at"])]
@@ -55,9 +76,14 @@ class Job(models.Model):
     def __str__(self) -> str:
         return f"{self.kind} {self.id} ({self.state})"
 
+    @property
+    def ended(self) -> bool:
+        """Succeeded, failed, cancelled or lost: it will not change again."""
+        return self.state in FINAL_STATES
+
 
 class JobPart(models.Model):
-    """One part of a job split to run on many workers at once (progress.parts).
+    """One part of a job split to run on many workers at once (progress.parts.countdown).
 
     The row is the durable record of which parts finished: memcached counts
     them down for speed, and after a memcached restart the rows decide.
@@ -78,6 +104,8 @@ class JobPart(models.Model):
     result = models.JSONField(default=dict, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = StateQuerySet.as_manager()
 
     class Meta:
         ordering = ["job", "index"]

@@ -31,7 +31,7 @@ class CorruptRecord(ValueError):
 
 @dataclass
 class PartProgress:
-    """One part's progress, inside its job's record (progress.combined)."""
+    """One part's progress, inside its job's record (progress.parts.combined)."""
 
     size: int = 1
     done: float = 0.0  # the fraction of this part finished

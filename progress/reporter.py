@@ -20,7 +20,6 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
-from datetime import UTC, datetime
 
 from django.db import DatabaseError, connection
 
@@ -209,8 +208,6 @@ class ProgressReporter:
     def _rebuilt(self) -> JobRecord | None:
         """The record is gone: write this run's back if the database still says
         it runs; otherwise report how it ended."""
-        from progress.models import Job
-
         job_id = self.record.job
         state = Job.objects.filter(pk=job_id).values_list("state", flat=True).first()
         if state != State.RUNNING:
@@ -286,6 +283,6 @@ class ProgressReporter:
         if not self._due_in_database():
             return
         try:
-            Job.objects.filter(pk=self.record.job, state=State.RUNNING).update(beat_at=datetime.now(UTC))
+            Job.objects.filter(pk=self.record.job).beat()
         except DatabaseError as exc:
             logger.warning("job %s: no heartbeat anywhere: %s", self.record.job, exc)

@@ -10,8 +10,8 @@ from progress.conf import lost_after
 from progress.exceptions import ProgressUnavailable
 from progress.ids import is_valid_job_id, is_valid_read_token
 from progress.models import Job
+from progress.rebuilt import record_from_job
 from progress.records import JobRecord
-from progress.services import record_from_job
 from progress.states import FINAL_STATES
 
 

@@ -19,7 +19,8 @@ from progress.exceptions import JobCancelled, JobEnded, JobFailed, JobNotRunnabl
 from progress.ids import new_job_id, new_read_token
 from progress.models import Job, JobPart
 from progress.outcome import JobResult
-from progress.parts import PartSpec, create_parts, left_key, short_worker
+from progress.parts.countdown import PartSpec, create_parts, left_key
+from progress.rebuilt import record_from_job
 from progress.records import JobRecord, PartProgress
 from progress.reporter import ProgressReporter
 from progress.states import FINAL_STATES, State
@@ -32,43 +33,6 @@ FINAL_WRITE_PAUSE = 0.2
 
 def _dt(timestamp: float | None) -> datetime | None:
     return None if timestamp is None else datetime.fromtimestamp(timestamp, UTC)
-
-
-def record_from_job(job: Job) -> JobRecord:
-    """A record rebuilt from the database, for when memcached has none (the
-    parts of a job split in parts from their rows: one query)."""
-    final = job.state in FINAL_STATES
-    parts = []
-    if job.part_count:
-        parts = [
-            PartProgress(
-                size=part.size,
-                done=1.0 if part.state == State.SUCCEEDED else 0.0,
-                state=part.state,
-                worker=short_worker(part.worker),
-                attempt=part.attempt,
-            )
-            for part in JobPart.objects.filter(job_id=job.id).order_by("index")
-        ]
-    return JobRecord(
-        job=job.id,
-        owner=job.owner_id,
-        kind=job.kind,
-        title=job.title,
-        state=job.state,
-        percent=100.0 if job.state == State.SUCCEEDED else None,
-        message="" if final else "progress temporarily unavailable",
-        created_at=job.created_at.timestamp(),
-        started_at=job.started_at.timestamp() if job.started_at else None,
-        updated_at=(job.finished_at or job.started_at or job.created_at).timestamp(),
-        finished_at=job.finished_at.timestamp() if job.finished_at else None,
-        result_url=job.result_url,
-        error=job.error,
-        attempt=job.attempt,
-        retried_as=job.retried_as,
-        read_token=job.read_token,
-        parts=parts,
-    )
 
 
 def create_job(
@@ -92,7 +56,7 @@ def create_job(
     taken, or taken here with the record (`taking`, one round trip for both;
     SlotsTaken, with nothing recorded, if a racer took one first).
     `read_token` is given for a retry, which keeps its job's progress URL.
-    `parts`: the job is split in these parts (progress.parts).
+    `parts`: the job is split in these parts (progress.parts.countdown).
     Raises ProgressUnavailable when memcached cannot take the record.
     """
     now = time.time()
@@ -179,8 +143,8 @@ def begin_job(job_id: str) -> JobRecord:
         raise JobNotRunnable(f"job {job_id} was cancelled before it started")
     if record.state != State.RUNNING or record.started_at != now:
         raise JobNotRunnable(f"job {job_id} is {record.state}")
-    started = Job.objects.filter(pk=job_id, state=State.QUEUED).update(
-        state=State.RUNNING, started_at=_dt(now)
+    started = Job.objects.filter(pk=job_id).move(
+        source=State.QUEUED, target=State.RUNNING, started_at=_dt(now)
     )
     if not started:
         job.refresh_from_db()
@@ -223,8 +187,8 @@ def finish_job(
         record.message = (
             "the job queue lost it" if ending == State.QUEUED else "the worker running this job stopped"
         )
-    ended = Job.objects.filter(pk=record.job, state=ending).update(
-        state=state, error=error, result_url=result_url, finished_at=_dt(now)
+    ended = Job.objects.filter(pk=record.job).move(
+        source=ending, target=state, error=error, result_url=result_url, finished_at=_dt(now)
     )
     if not ended:
         logger.warning("job %s was not %s any more: not ended as %s here", record.job, ending, state)
@@ -260,7 +224,7 @@ def finish_lost(
     error += "."
     # One transaction: a reader never sees the job lost without its retry.
     with transaction.atomic():
-        if not Job.objects.filter(pk=job.id, state=State.RUNNING).update(state=State.LOST, error=error):
+        if not Job.objects.filter(pk=job.id).move(source=State.RUNNING, target=State.LOST, error=error):
             return False
         logger.warning("job %s lost: %s", job.id, error)
         retried_as = None

@@ -21,7 +21,7 @@ from contextlib import contextmanager, suppress
 
 from pymemcache.exceptions import MemcacheError
 
-from core.client import NGINX_READ_PREFIX, MetaBatch, get_client
+from core.client import MetaBatch, get_client, read_by_nginx
 from core.seal import MAC_BYTES, mac, seal, unseal, verify_mac
 from core.slots import SlotsTaken, Taking
 from core.tampering import refused
@@ -42,9 +42,13 @@ def cancel_key(job_id: str) -> str:
     return f"cancel:{job_id}"
 
 
+# Public documents: nginx's fast path reads them (deploy/ and webfarm/farm.py's
+# nginx config name the same prefix), so they go where nginx looks first.
+PUBLIC_PREFIX = read_by_nginx("pub:")
+
+
 def public_key(job_id: str, read_token: str) -> str:
-    # The prefix puts it on the server nginx asks first (core.client.FarmHash).
-    return f"{NGINX_READ_PREFIX}{job_id}.{read_token}"
+    return f"{PUBLIC_PREFIX}{job_id}.{read_token}"
 
 
 @contextmanager
@@ -106,11 +110,6 @@ def read_many(job_ids: list[str]) -> dict[str, JobRecord]:
         found = get_client().get_many([record_key(job_id) for job_id in job_ids])
     records = {job_id: _record(job_id, found.get(record_key(job_id))) for job_id in job_ids}
     return {job_id: record for job_id, record in records.items() if record is not None}
-
-
-def read_raw(job_id: str) -> bytes | None:
-    with _memcached("get"):
-        return get_client().get(record_key(job_id))
 
 
 def create(

@@ -2,28 +2,30 @@ import os
 
 from celery import shared_task
 
-from progress import fanout, launch, retention
+from progress import retention
+from progress.launching import running
+from progress.parts import running as parts
 
 
 @shared_task(name="progress.run_job", acks_late=True, ignore_result=True)
 def run_job(job_id: str) -> None:
-    launch.run_job(job_id=job_id)
+    running.run_job(job_id=job_id)
 
 
 @shared_task(name="progress.run_part", bind=True, acks_late=True, ignore_result=True)
 def run_part(self, job_id: str, index: int) -> None:
     # The worker's name for the bar, and its process, to tell two runs of one part apart.
-    fanout.run_part(job_id=job_id, index=index, worker=f"{self.request.hostname}#{os.getpid()}")
+    parts.run_part(job_id=job_id, index=index, worker=f"{self.request.hostname}#{os.getpid()}")
 
 
 @shared_task(name="progress.merge_job", acks_late=True, ignore_result=True)
 def merge_job(job_id: str) -> None:
-    fanout.merge(job_id=job_id)
+    parts.merge(job_id=job_id)
 
 
 @shared_task(name="progress.reap_lost_jobs", ignore_result=True)
 def reap_lost_jobs() -> None:
-    launch.reap_lost_jobs()
+    running.reap_lost_jobs()
 
 
 @shared_task(name="progress.purge_ended_jobs", ignore_result=True)

@@ -6,7 +6,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST, require_safe
 
 from core.counters import count_soon
-from core.http import json_error, json_polled, wants_json
+from core.http import json_error, json_polled, polled, wants_json
 from core.users import user_with
 from progress import selectors, services, store
 from progress.exceptions import ProgressUnavailable
@@ -23,6 +23,7 @@ def _owner_filter(request: HttpRequest) -> int | None:
     return None if user.is_active and user.is_staff else user.pk
 
 
+@polled
 @require_safe
 def progress_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     # The user and the record in one round trip, after the session's.
@@ -41,6 +42,7 @@ def progress_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     return _polled(request, lookup)
 
 
+@polled
 @require_safe
 def progress_by_token(request: HttpRequest, job_id: str, token: str) -> HttpResponse:
     """The same document, for whoever holds the job's read token: no session,

@@ -13,6 +13,12 @@ from queues.layout import (
 
 
 class Looking(QueueBase):
+    def exists(self) -> bool:
+        """Whether some process has used this queue since memcached started.
+        Unlike stats() and peek(), asking does not create it."""
+        with memcached_errors():
+            return self.client.get(self._gen_key()) is not None
+
     def stats(self) -> dict[str, int]:
         """Depth and counters in one round trip (two when there are dead letters)."""
         with memcached_errors():

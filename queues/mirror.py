@@ -33,6 +33,7 @@ from typing import Any
 from pymemcache.exceptions import MemcacheError
 
 from core.client import ReconnectingClient as Client
+from core.client import client_options, parse_servers
 from queues.conf import get_config
 from queues.exceptions import is_full
 
@@ -346,8 +347,6 @@ _epoch = 0
 
 def mirrored_client(servers: list[str]) -> MirroredClient:
     """This thread's client over the configured mirror pair."""
-    from core.client import client_options, parse_servers
-
     key = (os.getpid(), _epoch, tuple(servers))
     cache: dict = _local.__dict__.setdefault("clients", {})
     client = cache.get(key)
@@ -364,3 +363,6 @@ def close_all() -> None:
     for client in _all:
         client.close()
     _all.clear()
+
+
+get_config.when_changed(close_all)

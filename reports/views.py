@@ -2,7 +2,6 @@ from collections.abc import Callable
 from functools import wraps
 
 from django import forms
-from django.contrib.auth import SESSION_KEY
 from django.contrib.auth.decorators import login_required
 from django.http import (
     Http404,
@@ -23,34 +22,20 @@ from django.views.decorators.http import require_http_methods, require_safe
 from core.counters import count
 from core.http import json_error, wants_json
 from limits.decorators import limit_concurrency
-from limits.refusals import note_refusal, refusal_response
-from progress.api import (
-    FINAL_STATES,
-    BrokerUnavailable,
+from progress.web import (
     Looked,
-    ProgressUnavailable,
-    StartRefused,
-    get_job_type,
-    job_record,
     job_rows,
-    look_at_limits,
-    record_from_job,
-    refused_in_flood,
-    start_job,
+    look_before_start,
+    own_page,
+    page_record,
+    refused_in_a_flood,
+    start_response,
 )
 from reports import results, selectors
 from reports.definitions.base import Report
 from reports.registry import all_reports, get_report
 
-UNAVAILABLE_RETRY_AFTER = 5
-
-
-def _unavailable(request: HttpRequest, message: str) -> HttpResponse:
-    if wants_json(request):
-        return json_error(503, message, retry_after=UNAVAILABLE_RETRY_AFTER)
-    response = render(request, "reports/unavailable.html", {"message": message}, status=503)
-    response["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER)
-    return response
+START_PAGE = "reports/start.html"
 
 
 @require_safe
@@ -76,12 +61,13 @@ def _shed_floods(view: Callable[..., HttpResponse]) -> Callable[..., HttpRespons
 
     @wraps(view)
     def shed(request: HttpRequest, kind: str) -> HttpResponse:
-        user_id = request.session.get(SESSION_KEY) if request.method == "POST" else None
-        report = get_report(kind) if user_id is not None else None
-        refusal = refused_in_flood(user_id=user_id, job_type=report) if report is not None else None
-        if refusal is not None:
-            return _refused(request, report, None, refusal)
-        return view(request, kind)
+        report = get_report(kind) if request.method == "POST" else None
+        refused = None
+        if report is not None:
+            refused = refused_in_a_flood(
+                request, report, template=START_PAGE, context=_form_again(request, report)
+            )
+        return refused or view(request, kind)
 
     return shed
 
@@ -100,12 +86,9 @@ def start(request: HttpRequest, kind: str) -> HttpResponse:
 
     # Over a limit is refused before the form is even read: a refusal must
     # cost less than anything the farm serves (docs/operations.md).
-    try:
-        looked = look_at_limits(user=request.user, job_type=report)
-    except StartRefused as refusal:
-        return _refused(request, report, None, refusal)
-    except ProgressUnavailable:
-        return _unavailable(request, "The progress store is unavailable, so the job was not started.")
+    looked = look_before_start(request, report, template=START_PAGE, context=_form_again(request, report))
+    if isinstance(looked, HttpResponse):
+        return looked
     form = report.form_class(request.POST)
     if not form.is_valid():
         if wants_json(request):
@@ -114,18 +97,10 @@ def start(request: HttpRequest, kind: str) -> HttpResponse:
     return _start(request, report, form, looked)
 
 
-def _refused(
-    request: HttpRequest, report: Report, form: forms.Form | None, refusal: StartRefused
-) -> HttpResponse:
-    note_refusal(request, refusal.reason, refusal.message, refusal.retry_after)
-    # Browsers get the form again, filled in, saying why and when to try again;
-    # fetch() callers get JSON, and no form is made for them.
-    if form is None and not wants_json(request):
-        form = report.form_class(request.POST)
-    context = {"report": report, "form": form, "refusal": refusal}
-    return refusal_response(
-        request, refusal.message, refusal.retry_after, template="reports/start.html", context=context
-    )
+def _form_again(request: HttpRequest, report: Report) -> Callable[[], dict]:
+    """The start page's context, the form filled in as sent (made only for
+    browsers: fetch() callers get JSON)."""
+    return lambda: {"report": report, "form": report.form_class(request.POST)}
 
 
 def _start(
@@ -133,30 +108,15 @@ def _start(
 ) -> HttpResponse:
     """Start a job of `report` from a valid form: 202 with its URLs (JSON) or
     a redirect to its page; the form again with why, if it cannot start."""
-    try:
-        params = report.params_from_form(form.cleaned_data)
-        job = start_job(user=request.user, job_type=report, params=params, looked=looked)
-    except StartRefused as refusal:
-        return _refused(request, report, form, refusal)
-    except ProgressUnavailable:
-        return _unavailable(request, "The progress store is unavailable, so the job was not started.")
-    except BrokerUnavailable as exc:
-        if exc.full:
-            return _unavailable(request, "The job queue is full right now, so the job was not started.")
-        return _unavailable(request, "The job queue is unavailable, so the job was not started.")
-    job_url = reverse("reports:job", args=[job.id])
-    if wants_json(request):
-        return JsonResponse(
-            {
-                "job": job.id,
-                "job_url": job_url,
-                "progress_url": reverse("progress:detail", args=[job.id]),
-                # The same document without a session: nginx serves it from memcached.
-                "public_progress_url": reverse("progress:by_token", args=[job.id, job.read_token]),
-            },
-            status=202,
-        )
-    return HttpResponseRedirect(job_url)
+    return start_response(
+        request,
+        lambda: report.start(
+            user=request.user, params=report.params_from_form(form.cleaned_data), looked=looked
+        ),
+        page="reports:job",
+        template=START_PAGE,
+        context=lambda: {"report": report, "form": form},
+    )
 
 
 @require_http_methods(["POST"])
@@ -167,7 +127,7 @@ def again(request: HttpRequest, job_id: str) -> HttpResponse:
     report = get_report(job.kind) if job else None
     if job is None or report is None:
         raise Http404("No such job.")
-    if job.state not in FINAL_STATES:
+    if not job.ended:
         return (
             json_error(409, "This job has not ended yet.")
             if wants_json(request)
@@ -218,13 +178,10 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     job = selectors.job_of(request.user, job_id)
     if job is None:
         raise Http404("No such job.")
-    job_type = get_job_type(job.kind)
-    if job_type is not None and job_type.page not in (None, "reports:job"):
-        return HttpResponseRedirect(job_type.page_url(job.id))  # another app's job: its own page
-    try:
-        record = job_record(job_id=job.id, owner_id=request.user.pk)
-    except ProgressUnavailable:
-        record = record_from_job(job)  # the widget retries and says so
+    page = own_page(job)
+    if page is not None and page != reverse("reports:job", args=[job.id]):
+        return HttpResponseRedirect(page)  # another app's job: its own page
+    record = page_record(job, request.user)
     files = list(job.files.filter(complete=True))
     return render(
         request,
@@ -236,7 +193,7 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
             "charts": [f for f in files if f.content_type.startswith("image/")],
             # The page shows files only once they exist: fetch it again when they do.
             "reload_on_success": not files,
-            "ended_without_result": job.state in FINAL_STATES and job.state != "succeeded",
+            "ended_without_result": job.ended and job.state != "succeeded",
         },
     )
 

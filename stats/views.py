@@ -1,10 +1,11 @@
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_safe
 
-from core.http import require_token
+from core.http import polled, require_token
 from stats import selectors
 
 
+@polled
 @require_token("STATS_API_TOKEN")
 @require_safe
 def counters_json(request: HttpRequest) -> HttpResponse:
@@ -14,6 +15,7 @@ def counters_json(request: HttpRequest) -> HttpResponse:
     return response
 
 
+@polled
 @require_token("STATS_API_TOKEN")
 @require_safe
 def metrics(request: HttpRequest) -> HttpResponse:

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests import processes
-from tests.web import DEMO_PASSWORD, WebClient
+from tests.harness import processes
+from tests.harness.web import DEMO_PASSWORD, WebClient
 
 # Where the in-process settings point between tests: a port where nothing
 # listens. Each test points them at a memcached of the suite's own
@@ -33,6 +33,24 @@ def pytest_configure(config: pytest.Config) -> None:
     ).enable()
 
 
+# A test's folder is its tier: `make check` runs tests/unit alone, so nothing
+# there may start a farm or a browser, and every test elsewhere is marked as
+# what it starts (a browser test may serve its pages itself, without a farm).
+TIER_MARK = {"unit": None, "farm": "farm", "hosts": "farm", "browser": "browser"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    misplaced = []
+    for item in items:
+        tier = item.path.relative_to(Path(__file__).parent).parts[0]
+        marks = {mark.name for mark in item.iter_markers()} & {"farm", "browser"}
+        wanted = TIER_MARK.get(tier, "a tier")
+        if (wanted is None and marks) or (wanted is not None and wanted not in marks):
+            misplaced.append(f"{item.nodeid} (marked {sorted(marks)}, in tests/{tier}/)")
+    if misplaced:
+        raise pytest.UsageError("tests in the wrong tier's folder:\n  " + "\n  ".join(misplaced))
+
+
 @pytest.fixture(scope="session")
 def memcached_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A real memcached for the unit tests, one per session."""
@@ -51,7 +69,7 @@ def progress_on_real_memcached(settings, memcached_server: str) -> Iterator[str]
     namespace = f"t{uuid.uuid4().hex[:12]}"
     # One process here: what it revokes it knows at once, and its database
     # starts empty, so it reads the revocations table only when a test says
-    # (tests/test_revocations.py); query counts stay the request's own.
+    # (tests/unit/test_revocations.py); query counts stay the request's own.
     revocations.forget_known(refreshed=True)
     # Password hashing is not under test here and costs a third of a second a login.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -64,7 +82,22 @@ def progress_on_real_memcached(settings, memcached_server: str) -> Iterator[str]
         }
     }
     yield namespace
+    _ship_the_tests_log_records()
     reset_client()
+
+
+def _ship_the_tests_log_records() -> None:
+    """Records a test logged ship now, into the test's own memcached: none is
+    left in the buffer for the shipper thread to write after the settings
+    have moved on."""
+    import logging
+
+    from activity.handler import SiteLogHandler
+
+    loggers = [logging.getLogger(), *(logging.getLogger(name) for name in logging.root.manager.loggerDict)]
+    for handler in {h for logger in loggers for h in getattr(logger, "handlers", ())}:
+        if isinstance(handler, SiteLogHandler):
+            handler.flush()
 
 
 @pytest.fixture
@@ -147,7 +180,7 @@ def farm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
             "LIMITS_REPORTS_PER_USER": "4",
             "LIMITS_REPORTS_PER_KIND": "50",
             # Every report runs whole here, as one task: the tests of this farm
-            # are about one job on one worker. tests/test_fanout.py runs the
+            # are about one job on one worker. tests/farm/test_fanout.py runs the
             # sales report in parts, on a farm of its own.
             "REPORTS_PART_ROWS": "0",
         }

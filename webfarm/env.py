@@ -9,6 +9,9 @@ import os
 import secrets
 import tempfile
 from pathlib import Path
+from typing import Any
+
+from core.appsettings import AppSettings
 
 _QUEUES = (
     "MAX_MESSAGE_BYTES VISIBILITY_TIMEOUT HOLE_WAIT RECOVER_INTERVAL PREFETCH MIRRORS MAX_DELIVERIES "
@@ -76,6 +79,29 @@ def env_int_map(name: str, default: str = "") -> dict[str, int]:
             raise ValueError(f"{name}: {item!r} is not name=seconds")
         result[key.strip()] = int(value)
     return result
+
+
+def env_app(config: AppSettings) -> dict[str, Any]:
+    """An app's settings dict, each declared setting from its variable
+    (QUEUES_HOLE_WAIT) read as its default's type, or its default."""
+    values: dict[str, Any] = {}
+    for item in config.declared:
+        name, default = config.variable(item), item.default
+        if not item.environ:
+            values[item.key] = default
+        elif isinstance(default, bool):
+            values[item.key] = env_bool(name, default)
+        elif isinstance(default, int):
+            values[item.key] = env_int(name, default)
+        elif isinstance(default, float):
+            values[item.key] = env_float(name, default)
+        elif isinstance(default, list):
+            values[item.key] = env_list(name, ",".join(default))
+        elif isinstance(default, dict):
+            values[item.key] = env_int_map(name, ",".join(f"{k}={v}" for k, v in default.items()))
+        else:
+            values[item.key] = env_str(name, default)
+    return values
 
 
 def key_file(path: Path, fallback: str) -> str:

@@ -7,6 +7,10 @@ PostgreSQL (DATABASE_URL; the database is created if missing). The broker is
 memcached, or the local Redis with FARM_BROKER=redis. Ctrl-C stops what it
 started.
 
+`python -m webfarm.farm manage <command> ...` runs a management command
+against this farm (its memcached, database and key), as `manage.py` by hand
+would not: that one reaches `make run`'s.
+
 `python -m webfarm.farm nginx` prints deploy/nginx/webfarm.conf.template filled in from
 the environment, for a balancer on another machine (docs/farm.md).
 """
@@ -172,9 +176,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("what", nargs="?", choices=["run", "nginx"], default="run")
+    parser.add_argument("what", nargs="?", choices=["run", "nginx", "manage"], default="run")
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="manage: the command and its arguments")
     args = parser.parse_args(argv)
+    if args.what == "manage":
+        env = farm_env(dict(os.environ))
+        return subprocess.run(
+            [str(VENV_BIN / "python"), "manage.py", *args.command], cwd=ROOT, env=env
+        ).returncode
     if args.what == "nginx":
         print(
             site_config(
@@ -202,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
         f"the farm is starting behind nginx: http://{env.get('HOST', '127.0.0.1')}:{args.port}/\n"
         f"  {nodes} web nodes, {workers} workers, memcached on {env['MEMCACHED_SERVERS']}, "
         f"database {env['DATABASE_URL']}\n"
-        f"  demo logins: {DEMO_USERS}, password {password!r}"
+        f"  demo logins: {DEMO_USERS}, password {password!r}\n"
+        f"  a command against this farm: {VENV_BIN.parent.name}/bin/python -m webfarm.farm manage <command>"
     )
     return run_processes(commands, env, banner)
 

@@ -3,7 +3,7 @@ live, and why that is the shortest safe lifetime.
 
 Keys are shown without the namespace (MEMCACHED_NAMESPACE, "webfarm:"); the
 Celery broker's queues live under "<namespace>:broker:" with the queue shapes.
-`tests/test_soak.py` reads every key memcached holds after a day's worth of
+`tests/farm/test_soak.py` reads every key memcached holds after a day's worth of
 mixed traffic and fails on a key that fits no family here, or that lives
 longer than its family allows; docs/memcached.md is this table for people.
 """

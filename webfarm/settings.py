@@ -4,11 +4,20 @@ from pathlib import Path
 
 import dj_database_url
 
+from activity import conf as activity_conf
+from core import conf as memcached_conf
+from dashboard import conf as dashboard_conf
+from imports import conf as imports_conf
+from limits import conf as limits_conf
+from polls import conf as polls_conf
+from progress import conf as progress_conf
+from queues import conf as queues_conf
+from reports import conf as reports_conf
 from webfarm.env import (
+    env_app,
     env_bool,
     env_float,
     env_int,
-    env_int_map,
     env_list,
     env_str,
     key_file,
@@ -105,8 +114,20 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-MEMCACHED_SERVERS = env_list("MEMCACHED_SERVERS", "127.0.0.1:11211")
-MEMCACHED_NAMESPACE = env_str("MEMCACHED_NAMESPACE", "webfarm")
+# Each app's settings: its declared defaults, or their variables (PROGRESS_FLUSH_INTERVAL
+# feeds PROGRESS["FLUSH_INTERVAL"]); docs/configuration.md lists them.
+MEMCACHED = env_app(memcached_conf.get_config)
+PROGRESS = env_app(progress_conf.get_config)
+QUEUES = env_app(queues_conf.get_config)
+LIMITS = env_app(limits_conf.get_config)
+POLLS = env_app(polls_conf.get_config)
+DASHBOARD = env_app(dashboard_conf.get_config)
+IMPORTS = env_app(imports_conf.get_config)
+REPORTS = env_app(reports_conf.get_config)
+ACTIVITY = env_app(activity_conf.get_config)
+
+MEMCACHED_SERVERS = MEMCACHED["SERVERS"]
+MEMCACHED_NAMESPACE = MEMCACHED["NAMESPACE"]
 
 # Django's own cache (sessions) lives in the same memcached, under its own
 # sub-namespace. It is a cache: when memcached is away it misses and the
@@ -131,93 +152,11 @@ SESSION_ENGINE = "core.sessions"
 # one query per period, and a login pins no memcached memory for longer.
 SESSION_CACHE_TTL = env_int("SESSION_CACHE_TTL", 600)
 
-MEMCACHED = {
-    "SERVERS": MEMCACHED_SERVERS,
-    "NAMESPACE": MEMCACHED_NAMESPACE,
-    "CONNECT_TIMEOUT": env_float("MEMCACHED_CONNECT_TIMEOUT", 0.5),
-    "TIMEOUT": env_float("MEMCACHED_TIMEOUT", 2.0),
-    "DOWN_AFTER": env_int("MEMCACHED_DOWN_AFTER", 1),
-    "RETRY_DOWN": env_float("MEMCACHED_RETRY_DOWN", 1.0),
-}
-
-PROGRESS = {
-    "FLUSH_INTERVAL": env_float("PROGRESS_FLUSH_INTERVAL", 0.25),
-    "HEARTBEAT_INTERVAL": env_float("PROGRESS_HEARTBEAT_INTERVAL", 5.0),
-    "LOST_AFTER_BEATS": env_int("PROGRESS_LOST_AFTER_BEATS", 3),
-    "RECORD_TTL": env_int("PROGRESS_RECORD_TTL", 24 * 3600),
-    "FINAL_TTL": env_int("PROGRESS_FINAL_TTL", 300),
-    "KEEP_DAYS": env_int("PROGRESS_KEEP_DAYS", 30),
-    "SEND_GRACE": env_float("PROGRESS_SEND_GRACE", 30.0),
-    "RESEND_AFTER": env_float("PROGRESS_RESEND_AFTER", 120.0),
-    "QUEUED_LOST_AFTER": env_float("PROGRESS_QUEUED_LOST_AFTER", 1800.0),
-    "JOBS_PER_USER": env_int("PROGRESS_JOBS_PER_USER", 2),
-    "JOBS_PER_KIND": env_int("PROGRESS_JOBS_PER_KIND", 4),
-}
-
-QUEUES = {
-    "MAX_MESSAGE_BYTES": env_int("QUEUES_MAX_MESSAGE_BYTES", 64 * 1024),
-    "VISIBILITY_TIMEOUT": env_int("QUEUES_VISIBILITY_TIMEOUT", 60),
-    "HOLE_WAIT": env_float("QUEUES_HOLE_WAIT", 2.0),
-    "RECOVER_INTERVAL": env_float("QUEUES_RECOVER_INTERVAL", 1.0),
-    "PREFETCH": env_int("QUEUES_PREFETCH", 8),
-    "MIRRORS": env_list("QUEUES_MIRRORS", ""),
-    "MAX_DELIVERIES": env_int("QUEUES_MAX_DELIVERIES", 5),
-    "FINISHED_TTL": env_int("QUEUES_FINISHED_TTL", 3600),
-    "HOLE_TTL": env_int("QUEUES_HOLE_TTL", 600),
-    "DEAD_LETTER_TTL": env_int("QUEUES_DEAD_LETTER_TTL", 7 * 24 * 3600),
-    "HTTP_MAX_QUEUES": env_int("QUEUES_HTTP_MAX_QUEUES", 100),
-    "HTTP_IDLE_AFTER": env_int("QUEUES_HTTP_IDLE_AFTER", 24 * 3600),
-    "HTTP_MAX_MESSAGES": env_int("QUEUES_HTTP_MAX_MESSAGES", 10_000),
-    "HTTP_MAX_BYTES": env_int("QUEUES_HTTP_MAX_BYTES", 1024 * 1024),
-    "HTTP_MAX_TOTAL_BYTES": env_int("QUEUES_HTTP_MAX_TOTAL_BYTES", 8 * 1024 * 1024),
-}
-
-LIMITS = {
-    "REPORTS_PER_USER": env_int("LIMITS_REPORTS_PER_USER", 2),
-    "REPORTS_PER_KIND": env_int("LIMITS_REPORTS_PER_KIND", 4),
-    "DOWNLOADS": env_int("LIMITS_DOWNLOADS", 16),
-    "DOWNLOADS_PER_USER": env_int("LIMITS_DOWNLOADS_PER_USER", 2),
-    # Quick tries before a refusal, the first pause between them (grows linearly).
-    "VOTES": env_int("LIMITS_VOTES", 64),
-    "ATTEMPTS": env_int("LIMITS_ATTEMPTS", 3),
-    "PAUSE": env_float("LIMITS_PAUSE", 0.001),
-    "LOGIN_FAILURES": env_int("LIMITS_LOGIN_FAILURES", 10),
-    "LOGIN_FAILURES_PER_ADDRESS": env_int("LIMITS_LOGIN_FAILURES_PER_ADDRESS", 50),
-    "LOGIN_WINDOW": env_int("LIMITS_LOGIN_WINDOW", 300),
-}
-
-POLLS = {
-    "ANONYMOUS_PER_ADDRESS": env_int("POLLS_ANONYMOUS_PER_ADDRESS", 20),
-    "ANONYMOUS_WINDOW": env_int("POLLS_ANONYMOUS_WINDOW", 3600),
-    "MARKER_TTL": env_int("POLLS_MARKER_TTL", 24 * 3600),
-    "TOTALS_TTL": env_int("POLLS_TOTALS_TTL", 24 * 3600),
-}
-
-DASHBOARD = {
-    "WORKER_HEARTBEAT": env_float("DASHBOARD_WORKER_HEARTBEAT", 10.0),
-    "CHART_TTL": env_int("DASHBOARD_CHART_TTL", 30),
-}
-
-IMPORTS = {
-    "MAX_UPLOAD_BYTES": env_int("IMPORTS_MAX_UPLOAD_BYTES", 5 * 1024 * 1024),
-    "MAX_ROWS": env_int("IMPORTS_MAX_ROWS", 50_000),
-    "KEEP_DAYS": env_int("IMPORTS_KEEP_DAYS", 30),
-}
-
-REPORTS = {
-    # Per report type, seconds: "sales-by-region=600,top-customers=300".
-    "TIME_LIMITS": env_int_map("REPORTS_TIME_LIMITS"),
-    "CHUNK_ROWS": env_int("REPORTS_CHUNK_ROWS", 2000),
-    "PART_ROWS": env_int("REPORTS_PART_ROWS", 100_000),
-    "MAX_PARTS": env_int("REPORTS_MAX_PARTS", 16),
-    "RESULT_CHUNK_BYTES": env_int("REPORTS_RESULT_CHUNK_BYTES", 512 * 1024),
-}
-
 # Machine API tokens (queue front, stats endpoints); empty means "refuse all".
 QUEUE_API_TOKEN = env_str("QUEUE_API_TOKEN", "")
+STATS_API_TOKEN = env_str("STATS_API_TOKEN", "")
 # Balancers whose X-Forwarded-For is believed (the client's address for the polls' limit).
 TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", "")
-STATS_API_TOKEN = env_str("STATS_API_TOKEN", "")
 
 # By default the farm's own memcached is the broker: a small farm needs nothing else.
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "memcached://")
@@ -252,13 +191,11 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_WORKER_CONCURRENCY = env_int("CELERY_WORKER_CONCURRENCY", 2)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-# Periodic work: run one beat (`celery -A webfarm beat`, or the worker's -B).
-ACTIVITY_LOG_FILE = env_str("ACTIVITY_LOG_FILE", str(BASE_DIR / "var" / "activity.log"))
-ACTIVITY = {
-    # Answered polls are counted, not logged; this fraction is logged all the same.
-    "POLL_SAMPLE": env_float("ACTIVITY_POLL_SAMPLE", 0.0),
-}
 
+# The one drainer's file (beat's drain-sitelog) of what every node logs.
+ACTIVITY_LOG_FILE = env_str("ACTIVITY_LOG_FILE", str(BASE_DIR / "var" / "activity.log"))
+
+# Periodic work: run one beat (`celery -A webfarm beat`, or the worker's -B).
 REAP_EVERY = env_float("REAP_EVERY", 5.0)
 CELERY_BEAT_SCHEDULE = {
     "drain-sitelog": {"task": "activity.drain_sitelog", "schedule": env_float("ACTIVITY_DRAIN_EVERY", 5.0)},

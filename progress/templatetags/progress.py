@@ -14,7 +14,7 @@ from django.middleware.csrf import get_token
 from django.templatetags.static import static
 from django.utils.html import format_html
 
-from progress.jobtypes import get_job_type
+from progress.registry import get_job_type
 
 register = template.Library()
 

@@ -2,7 +2,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from progress.launch import reap_lost_jobs
+from progress.launching.running import reap_lost_jobs
 
 
 class Command(BaseCommand):

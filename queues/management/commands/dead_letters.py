@@ -6,6 +6,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from queues.core import DeadLetter, Queue
 from queues.exceptions import QueueError
+from queues.registry import known_queues
+from queues.transport import broker_ring, queue_name
 
 BATCH = 200
 
@@ -38,6 +40,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             queue = _queue(options["queue"])
+            if not queue.exists():
+                _say_unknown(queue.name)
             dead = queue.dead_letters()
             if options["purge"]:
                 waiting = queue.stats()["dead_letters"]
@@ -78,11 +82,23 @@ class Command(BaseCommand):
         return moved
 
 
+def _say_unknown(name: str) -> None:
+    """A name no process of this farm has used is more likely a typo, or
+    another memcached or namespace, than an empty queue: say which it could be
+    (and looking must not create it, or the dashboard would list the typo)."""
+    known = known_queues()
+    where = (
+        f"memcached {','.join(settings.MEMCACHED['SERVERS'])}, namespace {settings.MEMCACHED['NAMESPACE']!r}"
+    )
+    raise CommandError(
+        f"no queue {name!r} has been used on {where} since it started. Known queues: "
+        f"{', '.join(sorted(known)) or 'none'}."
+    )
+
+
 def _queue(name: str) -> Queue:
     """The farm's queue, or the memcached broker's (Celery's queues, which live
     under a namespace of their own)."""
-    from queues.transport import broker_ring, queue_name
-
     celery = {settings.CELERY_TASK_DEFAULT_QUEUE, "celery"}
     if name.startswith("broker:") or name in celery:
         ring = broker_ring()

@@ -1,0 +1,78 @@
+"""Which server a key lives on: rendezvous hashing, except for the keys
+nginx reads itself, which go where nginx looks first."""
+
+import zlib
+
+from pymemcache.client.rendezvous import RendezvousHash
+
+# Prefixes of the keys nginx reads itself, as the apps that write them named
+# them (read_by_nginx): a key family's owner knows its name, this module only
+# where such keys go.
+_nginx_prefixes: tuple[str, ...] = ()
+
+
+def read_by_nginx(prefix: str) -> str:
+    """Keys that start with `prefix` are read by nginx (`hash $memcached_key;`
+    over the same servers): they go on the server nginx asks first. Call it
+    where the key family is defined, before its first key is written."""
+    global _nginx_prefixes
+    if prefix not in _nginx_prefixes:
+        _nginx_prefixes = (*_nginx_prefixes, prefix)
+    return prefix
+
+
+def nginx_server_index(full_key: bytes, servers: int) -> int:
+    """The server nginx's `hash $memcached_key;` asks first for full_key (the
+    namespaced key), with servers listed in order and of equal weight.
+
+    nginx documents this hash as compatible with Perl's Cache::Memcached:
+    ((crc32(key) >> 16) & 0x7fff) modulo the total weight.
+    """
+    return ((zlib.crc32(full_key) >> 16) & 0x7FFF) % servers
+
+
+# Keys whose server FarmHash remembers (it hashes in pure Python, per server).
+PLACED_MAX = 16384
+
+
+class FarmHash(RendezvousHash):
+    """Rendezvous hashing, except for the keys nginx reads: those go where
+    nginx looks first, so a fast-path poll costs one memcached round trip
+    however many servers there are.
+
+    The ring never changes while a client lives (StableHashClient keeps dead
+    servers in it), so a key's server is worked out once and remembered;
+    with one server there is nothing to work out."""
+
+    def __init__(self, key_prefix: bytes = b"") -> None:
+        super().__init__()
+        self.key_prefix = key_prefix
+        self._placed: dict[str | bytes, str | None] = {}
+
+    def add_node(self, node: str) -> None:
+        super().add_node(node)
+        self._placed = {}
+
+    def remove_node(self, node: str) -> None:
+        super().remove_node(node)
+        self._placed = {}
+
+    def get_node(self, key: str | bytes) -> str | None:
+        nodes = self.nodes
+        if len(nodes) == 1:
+            return nodes[0]
+        placed = self._placed
+        node = placed.get(key)
+        if node is None:
+            node = self._place(key)
+            if len(placed) >= PLACED_MAX:
+                placed.clear()
+            placed[key] = node
+        return node
+
+    def _place(self, key: str | bytes) -> str | None:
+        text = key.decode() if isinstance(key, bytes) else key
+        if _nginx_prefixes and text.startswith(_nginx_prefixes) and self.nodes:
+            full = self.key_prefix + text.encode()
+            return self.nodes[nginx_server_index(full, len(self.nodes))]
+        return super().get_node(key)

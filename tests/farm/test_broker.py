@@ -1,0 +1,221 @@
+"""Celery on the memcached broker with real worker processes: countdowns,
+retries, and acks_late tasks coming back after their worker is killed."""
+
+import os
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import pytest
+from pymemcache.client.base import Client
+
+from tests.harness import processes
+from tests.harness.processes import wait_for
+
+pytestmark = pytest.mark.farm
+SECRET = "broker-test-" + uuid.uuid4().hex
+
+
+class Broker:
+    def __init__(self, base, address: str) -> None:
+        self.base = base
+        self.address = address
+        self.env = {
+            **os.environ,
+            "MEMCACHED_SERVERS": address,
+            "CELERY_BROKER_URL": f"memcached://{address}",
+            "CELERY_BROKER_VISIBILITY_TIMEOUT": "3",
+            "CELERY_TASK_DEFAULT_QUEUE": "brokertest",
+            "MEMCACHED_NAMESPACE": "brokertest",
+            "DATABASE_URL": f"sqlite:///{base / 'db.sqlite3'}",
+            "DJANGO_SECRET_KEY": SECRET,
+        }
+
+    def worker(self, name: str) -> processes.Process:
+        return processes.celery_worker(
+            self.env, self.base, name, concurrency=1, include="tests.harness.celery_tasks"
+        )
+
+    def send(self, task: str, *args: object, **options: object) -> None:
+        processes.manage(
+            self.env,
+            "shell",
+            "-c",
+            f"from webfarm.celery import app; app.send_task({task!r}, args={list(args)!r}, "
+            f"queue='brokertest', **{options!r})",
+        )
+
+    @contextmanager
+    def _raw(self) -> Iterator[Client]:
+        host, port = self.address.split(":")
+        client = Client((host, int(port)))
+        try:
+            yield client
+        finally:
+            client.close()
+
+    def notes(self, key: str) -> list[str]:
+        with self._raw() as client:
+            raw = client.get(f"brokertest:brokertest:{key}") or b""
+        return [n for n in raw.decode().split(",") if n]
+
+    def let_go(self, key: str) -> None:
+        with self._raw() as client:
+            client.set(f"brokertest:brokertest:{key}:go", b"1")
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory) -> Iterator[Broker]:
+    base = tmp_path_factory.mktemp("broker")
+    mc, address = processes.memcached(base, extra=["-M"])
+    try:
+        yield Broker(base, address)
+    finally:
+        mc.stop()
+
+
+def test_countdown_runs_the_task_when_due(broker):
+    worker = broker.worker("countdown")
+    try:
+        key = uuid.uuid4().hex
+        sent = time.time()
+        broker.send("brokertest.stamp", key, countdown=2)
+        notes = wait_for(lambda: broker.notes(key), timeout=30, what="the delayed task")
+        assert float(notes[0]) - sent >= 2.0
+    finally:
+        worker.stop()
+
+
+def test_retries_run_again_until_they_succeed(broker):
+    worker = broker.worker("retry")
+    try:
+        key = uuid.uuid4().hex
+        broker.send("brokertest.flaky", key)
+        wait_for(lambda: len(broker.notes(key)) >= 3, timeout=30, what="three tries")
+        assert broker.notes(key) == ["try0", "try1", "try2"]
+    finally:
+        worker.stop()
+
+
+def test_a_killed_workers_acks_late_task_is_redelivered(broker):
+    first = broker.worker("doomed")
+    key = uuid.uuid4().hex
+    broker.send("brokertest.hold", key)
+    wait_for(lambda: broker.notes(key) == ["first"], timeout=30, what="the task to start")
+    first.stop(signal.SIGKILL)  # the worker and its pool, mid-task, no goodbye
+
+    second = broker.worker("heir")
+    try:
+        wait_for(lambda: "redelivered" in broker.notes(key), timeout=30, what="redelivery")
+        broker.let_go(key)
+        wait_for(lambda: broker.notes(key)[-1:] == ["done"], timeout=30, what="the task to finish")
+        assert broker.notes(key) == ["first", "redelivered", "done"]
+    finally:
+        second.stop()
+
+
+def test_a_message_that_is_no_task_goes_to_the_dead_letters_and_the_worker_goes_on(broker, settings):
+    from core.client import build_client
+    from queues.core import DeadLetter, Queue
+
+    settings.SECRET_KEY = SECRET  # the farm's key: what this test puts is the farm's own
+    queue = Queue("brokertest", ring=build_client([broker.address], "brokertest:broker"))
+    # Signed by the farm but not a kombu message, and one planted without a MAC.
+    queue.put_many([b"[]", b'{"properties": "no"}', b"{" * 5000])
+    gen = queue._generation()
+    with broker._raw() as raw:
+        index = raw.incr(f"brokertest:broker:q:brokertest:{gen}:tail", 1)
+        raw.set(
+            f"brokertest:broker:q:brokertest:{gen}:m:{index}",
+            b"M0 1.000 " + b"0" * 32 + b'\n{"body": "evil"}',
+        )
+    worker = broker.worker("after-poison")
+    try:
+        key = uuid.uuid4().hex
+        broker.send("brokertest.stamp", key)
+        wait_for(lambda: broker.notes(key), timeout=30, what="the real task behind the bad ones")
+        assert worker.alive()
+        dead = [DeadLetter.from_json(m.body) for m in queue.dead_letters().peek(10)]
+        assert len(dead) == 4
+        reasons = sorted(d.reason.split(":")[0] for d in dead)
+        no_properties = "not a kombu message (no properties)"
+        assert reasons == sorted(["bad MAC", "not JSON", no_properties, no_properties])
+    finally:
+        worker.stop()
+
+
+@pytest.mark.parametrize(
+    ("given", "first", "servers"),
+    [
+        ("memcached://", "10.9.0.1:11211", ["10.9.0.1:11211", "10.9.0.2:11211"]),
+        ("memcached://10.9.0.2:11211,10.9.0.1:11211", "10.9.0.2:11211", ["10.9.0.2:11211", "10.9.0.1:11211"]),
+    ],
+)
+def test_celery_connects_where_the_settings_say_whatever_the_environment_holds(given, first, servers):
+    """Celery reads CELERY_BROKER_URL from the environment itself, ahead of
+    the settings that turn the memcached forms into a URL kombu can parse: a
+    process must still connect to the farm's servers, never to localhost."""
+    env = {
+        **processes.with_secret_key(None),
+        "CELERY_BROKER_URL": given,
+        "MEMCACHED_SERVERS": "10.9.0.1:11211,10.9.0.2:11211",
+    }
+    code = (
+        "from webfarm.celery import app; c = app.connection_for_write(); r = app.connection_for_read(); "
+        "print(f'{c.hostname}:{c.port}', f'{r.hostname}:{r.port}', ','.join(c.transport_options['servers']))"
+    )
+    out = subprocess.run(
+        [str(processes.BIN / "python"), "-c", code],
+        env=env,
+        cwd=processes.ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    write, read, listed = out.stdout.split()
+    assert write == read == first
+    assert listed.split(",") == servers
+    assert "localhost" not in out.stdout + out.stderr
+
+
+def test_a_worker_that_fails_an_ack_while_memcached_restarts_takes_tasks_again(tmp_path):
+    """A `-c 1` worker finishes its task while the broker's memcached is down:
+    the ack cannot reach it. Once memcached is back (empty, as after a
+    restart) the worker takes the next task: a failed ack must not keep its
+    one prefetch slot for good (the chaos run of issue 31 saw workers go deaf)."""
+    with processes.stopped_after() as started:
+        store, store_address = processes.memcached(tmp_path)
+        started.append(store)
+        broker_mc, broker_address = processes.memcached(tmp_path)
+        started.append(broker_mc)
+        broker = Broker(tmp_path, store_address)
+        broker.env["CELERY_BROKER_URL"] = f"memcached://{broker_address}"
+        worker = broker.worker("restarted")
+        started.append(worker)
+        key = uuid.uuid4().hex
+        broker.send("brokertest.hold", key)
+        wait_for(lambda: broker.notes(key) == ["first"], timeout=30, what="the task to start")
+
+        broker_mc.stop(signal.SIGKILL)  # the broker's memcached goes away mid-task
+        broker.let_go(key)
+        wait_for(lambda: broker.notes(key)[-1:] == ["done"], timeout=30, what="the task to finish")
+        wait_for(
+            lambda: "not acknowledged" in worker.log() or "Couldn't ack" in worker.log(),
+            timeout=30,
+            what="the failed ack",
+        )
+
+        port = int(broker_address.rsplit(":", 1)[1])
+        revived, _ = processes.memcached(tmp_path, port=port)
+        started.append(revived)
+        started_at = time.monotonic()
+        after = uuid.uuid4().hex
+        broker.send("brokertest.stamp", after)
+        wait_for(
+            lambda: broker.notes(after), timeout=60, what="the next task on the worker that failed an ack"
+        )
+        print(f"the next task ran {time.monotonic() - started_at:.1f} s after memcached came back")
+        assert worker.alive()

@@ -1,0 +1,252 @@
+"""Round-trip budgets: what each hot operation may cost in memcached and the
+database, measured on the wire (tests/harness/roundtrips.py) against a real
+memcached and the test database. A change that adds a round trip to a poll,
+a vote or a start fails here; docs/benchmarks.md has the table these keep.
+"""
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from progress import services, store
+from progress.models import Job
+from progress.parts.countdown import PartSpec
+from progress.parts.reporter import PartReporter
+from progress.records import MAX_PARTS
+from tests.harness.roundtrips import counting, runs, steady
+
+pytestmark = pytest.mark.django_db
+
+JSON = {"HTTP_ACCEPT": "application/json"}
+
+
+@pytest.fixture(autouse=True)
+def counted(settings):
+    with counting(settings):
+        yield
+
+
+@pytest.fixture
+def running_job(alice):
+    job = services.create_job(owner=alice, kind="demo", title="Demo", params={})
+    record = services.begin_job(job.id)
+    record.current, record.total, record.percent, record.stage = 12, 100, 12.0, "reading orders"
+    store.write(record)
+    return job
+
+
+def _said(name: str, cost) -> None:
+    """One line of the round-trip table bench/roundtrips.py prints (run with -s)."""
+    trips = " | ".join(map(runs, cost.trips))
+    print(f"\nbudget|{name}|{cost.round_trips}|{cost.commands}|{cost.queries}|{trips}")
+
+
+def _warm(call) -> None:
+    """Once first: a process's first call of anything makes connections and
+    registers counters, which no later request pays."""
+    call()
+    call()
+
+
+def test_a_read_token_poll_is_one_round_trip_and_no_query(running_job):
+    client = Client()
+    url = f"/progress/{running_job.id}/{running_job.read_token}/"
+    _warm(lambda: client.get(url))
+    cost = steady(lambda: client.get(url))
+    _said("GET /progress/<job>/<token>/", cost)
+    assert cost.result.status_code == 200 and cost.result.json()["percent"] == 12.0
+    assert (cost.round_trips, cost.queries) == (1, 0)
+
+
+def test_a_session_poll_is_two_round_trips_and_no_query(alice_client, running_job):
+    url = f"/progress/{running_job.id}/"
+    _warm(lambda: alice_client.get(url))
+    cost = steady(lambda: alice_client.get(url))
+    _said("GET /progress/<job>/ (session)", cost)
+    assert cost.result.status_code == 200 and cost.result.json()["stage"] == "reading orders"
+    assert cost.round_trips <= 2 and cost.queries == 0
+
+
+@pytest.fixture
+def split_job(alice):
+    """A job in the most parts a job may have, every part running."""
+    parts = [PartSpec(size=1000) for _ in range(MAX_PARTS)]
+    job = services.create_job(owner=alice, kind="demo", title="Split", params={}, parts=parts)
+    record = services.begin_job(job.id)
+    reporters = [
+        PartReporter(record, index=n, attempt=1, worker=f"celery@worker{n % 8}", share=0.85, flush_interval=0)
+        for n in range(MAX_PARTS)
+    ]
+    for reporter in reporters:
+        reporter.stage("reading orders", total=1000)
+        reporter.update(500)
+    return job, reporters
+
+
+def test_a_poll_of_a_job_in_the_most_parts_is_one_round_trip(split_job):
+    job, _ = split_job
+    client = Client()
+    url = f"/progress/{job.id}/{job.read_token}/"
+    _warm(lambda: client.get(url))
+    cost = steady(lambda: client.get(url))
+    _said(f"GET /progress/<job>/<token>/ ({MAX_PARTS} parts)", cost)
+    document = cost.result.json()
+    assert document["parts"]["running"] == MAX_PARTS and document["percent"] == pytest.approx(42.5)
+    assert (cost.round_trips, cost.queries) == (1, 0)
+
+
+def test_a_parts_progress_write_is_four_round_trips_and_no_query(split_job):
+    """A part's write: the record and the cancel flag (gets), its cas, and
+    the public document's gets and cas. At most one per FLUSH_INTERVAL per part."""
+    _, reporters = split_job
+    reporter = reporters[7]
+    cost = steady(reporter.flush)
+    _said("a part's progress write", cost)
+    assert (cost.round_trips, cost.queries) == (4, 0)
+
+
+@pytest.fixture
+def poll():
+    from polls.models import Poll
+    from polls.services import flush_all
+
+    poll = Poll.objects.create(question="Tabs or spaces?")
+    for position, text in enumerate(["Tabs", "Spaces"]):
+        poll.choices.create(text=text, position=position)
+    flush_all()  # the running totals, as the flusher keeps them
+    return poll
+
+
+def test_a_vote_is_at_most_three_round_trips_and_no_query(poll, settings):
+    settings.POLLS = {**settings.POLLS, "ANONYMOUS_PER_ADDRESS": 1000}
+    choice = poll.choices.first().id
+    csrf = {"HTTP_X_CSRFTOKEN": "c" * 32}
+
+    def vote():
+        # A new anonymous voter each time, as in a spike.
+        client = Client()
+        client.cookies["csrftoken"] = "c" * 32
+        return client.post(f"/polls/{poll.id}/vote/", {"choice": choice}, **JSON, **csrf)
+
+    _warm(vote)
+    cost = steady(vote)
+    _said("a vote (new anonymous voter)", cost)
+    assert cost.result.status_code == 200 and cost.result.json() == {"accepted": True, "via": "queue"}
+    assert cost.round_trips <= 3 and cost.queries == 0
+
+
+@pytest.fixture
+def memcached_broker(memcached_server, progress_on_real_memcached):
+    """Celery on the test's memcached, as the farm runs by default: a start's
+    task send is a put into a memcached queue, counted like the rest."""
+    from webfarm.celery import app
+
+    before = app.conf.broker_url, app.conf.broker_transport_options
+    # The read and write URLs follow (the settings set them to the broker's URL).
+    app.conf.broker_url = app.conf.broker_read_url = app.conf.broker_write_url = (
+        f"memcached://{memcached_server}"
+    )
+    app.conf.broker_transport_options = {
+        "servers": [memcached_server],
+        "namespace": progress_on_real_memcached,
+    }
+    app._pool, app.amqp._producer_pool = None, None
+    yield
+    app.conf.broker_url, app.conf.broker_transport_options = before
+    app.conf.broker_read_url = app.conf.broker_write_url = before[0]
+    app._pool, app.amqp._producer_pool = None, None
+
+
+START = {"date_from": "2024-01-01", "date_to": "2025-12-31", "min_units": 1}
+
+
+def _start(client: Client):
+    return client.post("/reports/return-rates/", START, **JSON, HTTP_X_CSRFTOKEN="c" * 32)
+
+
+@pytest.fixture
+def starters(memcached_broker):
+    """Logged-in clients of users with no job yet, with a CSRF cookie."""
+    made = []
+    for n in range(8):
+        client = Client()
+        client.force_login(get_user_model().objects.create_user(f"starter{n}", password="x"))
+        client.cookies["csrftoken"] = "c" * 32
+        client.get("/jobs/")  # the session and the user cached, as for anyone who browsed here first
+        made.append(client)
+    return made
+
+
+def test_an_accepted_start_is_at_most_six_round_trips(starters, settings):
+    settings.LIMITS = {**settings.LIMITS, "REPORTS_PER_KIND": 100}
+    assert _start(starters[0]).status_code == 202 and _start(starters[1]).status_code == 202  # warm
+    fresh = iter(starters[2:])
+    cost = steady(lambda: _start(next(fresh)))
+    _said("a report start, accepted", cost)
+    assert cost.result.status_code == 202
+    assert cost.round_trips <= 6
+
+
+def test_a_refused_start_costs_less_than_an_accepted_one(starters, settings):
+    settings.LIMITS = {**settings.LIMITS, "REPORTS_PER_KIND": 2}
+    assert _start(starters[0]).status_code == 202 and _start(starters[1]).status_code == 202
+    assert _start(starters[2]).status_code == 503  # warm
+    fresh = iter(starters[3:])
+    cost = steady(lambda: _start(next(fresh)))
+    _said("a report start, refused (503)", cost)
+    assert cost.result.status_code == 503 and cost.result["Retry-After"]
+    assert cost.round_trips <= 3 and cost.queries == 0
+
+
+SPLIT = 4
+
+
+@pytest.fixture
+def order_lines(settings):
+    from reports import dataset
+    from reports.models import OrderLine
+
+    dataset.generate(customers=20, products=5, orders=200, seed=1)
+    lines = OrderLine.objects.count()
+    settings.REPORTS = {**settings.REPORTS, "PART_ROWS": -(-lines // SPLIT)}
+    settings.LIMITS = {**settings.LIMITS, "REPORTS_PER_KIND": 100}
+
+
+def _start_sales(client: Client):
+    params = {"date_from": "2024-01-01", "date_to": "2025-12-31"}
+    return client.post("/reports/sales-by-region/", params, **JSON, HTTP_X_CSRFTOKEN="c" * 32)
+
+
+def test_a_split_start_costs_a_whole_start_and_a_send_per_part(order_lines, starters, settings):
+    """A job in parts sends one task per part; the rest of its start costs
+    what a whole job's does."""
+    fresh = iter(starters)
+    assert _start_sales(next(fresh)).status_code == 202 and _start_sales(next(fresh)).status_code == 202
+    split = steady(lambda: _start_sales(next(fresh)))
+    _said(f"a report start in {SPLIT} parts, accepted", split)
+    settings.REPORTS = {**settings.REPORTS, "PART_ROWS": 0}
+    whole = steady(lambda: _start_sales(next(fresh)))
+    _said("the same report start, whole", whole)
+    assert split.result.status_code == 202 and whole.result.status_code == 202
+    assert Job.objects.get(pk=split.result.json()["job"]).part_count == SPLIT
+    sends = [sum(runs(trip) == "ms ma incr" for trip in cost.trips) for cost in (split, whole)]
+    assert sends == [SPLIT, 1]
+    # The rest the same, give or take the counters' sender's flush (a thread's, once a second).
+    assert split.round_trips - SPLIT <= whole.round_trips - 1 + 1
+    assert split.queries <= whole.queries + 2  # the ids' bounds, and the parts in one insert
+
+
+def test_a_batch_of_a_hundred_is_claimed_in_two_round_trips_and_acknowledged_in_one():
+    from queues.core import Queue
+
+    producer, consumer = Queue("budget"), Queue("budget")
+    for _ in range(5):
+        producer.put_many([b"x" * 2048] * 100)
+    consumer.ack_many([m.receipt for m in consumer.claim_many(100)])  # warm: the queue is busy
+    claim = steady(lambda: consumer.claim_many(100))
+    _said("queue: claim a batch of 100", claim)
+    assert len(claim.result) == 100 and claim.round_trips == 2 and claim.queries == 0
+    receipts = [m.receipt for m in consumer.claim_many(100)]
+    ack = steady(lambda: consumer.ack_many(receipts), runs=1)
+    _said("queue: acknowledge a batch of 100", ack)
+    assert ack.result == [] and ack.round_trips == 1

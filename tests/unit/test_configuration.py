@@ -1,0 +1,94 @@
+"""One declaration per setting (core.appsettings.Setting): its default, its
+type, its environment variable and its line in docs/configuration.md all come
+from it, and the page is held to it here."""
+
+import re
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from core.appsettings import AppSettings, Setting
+from webfarm.configdoc import PAGE, app_settings, page_with, section
+from webfarm.env import env_app
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_page_lists_every_declared_setting_as_declared():
+    configs = app_settings(list(settings.INSTALLED_APPS))
+    assert {config.setting for config in configs} >= {"MEMCACHED", "PROGRESS", "QUEUES", "LIMITS"}
+    text = PAGE.read_text()
+    assert page_with(text, section(configs)) == text, "run: python -m webfarm.configdoc --write"
+
+
+def test_every_variable_the_project_reads_is_on_the_page():
+    text = PAGE.read_text()
+    read = {
+        name
+        for source in (ROOT / "webfarm").rglob("*.py")
+        for name in re.findall(r'(?:env_\w+|os\.environ\.get)\("([A-Z][A-Z0-9_]+)"', source.read_text())
+    } - {"USER"}  # the login's own, for nginx's user directive
+    assert "DATABASE_URL" in read and "DEMO_ORDERS" in read  # the scan sees both ways of reading
+    missing = sorted(name for name in read if f"`{name}`" not in text)
+    assert missing == []
+
+
+def test_a_variable_is_read_as_its_defaults_type(monkeypatch):
+    config = AppSettings(
+        "EXAMPLE_APP",
+        [
+            Setting("COUNT", 3, ""),
+            Setting("PAUSE", 0.5, ""),
+            Setting("ON", False, ""),
+            Setting("NAME", "x", ""),
+            Setting("SERVERS", ["a:1"], ""),
+            Setting("LIMITS", {}, ""),
+            Setting("OPTIONS", {"pool": 1}, "", environ=False),
+        ],
+    )
+    assert env_app(config) == {
+        "COUNT": 3,
+        "PAUSE": 0.5,
+        "ON": False,
+        "NAME": "x",
+        "SERVERS": ["a:1"],
+        "LIMITS": {},
+        "OPTIONS": {"pool": 1},
+    }
+    for name, value in {
+        "COUNT": "7",
+        "PAUSE": "2",
+        "ON": "yes",
+        "NAME": "y",
+        "SERVERS": "b:2, c:3",
+        "LIMITS": "sales=60",
+        "OPTIONS": "pool=9",
+    }.items():
+        monkeypatch.setenv(f"EXAMPLE_APP_{name}", value)
+    assert env_app(config) == {
+        "COUNT": 7,
+        "PAUSE": 2.0,
+        "ON": True,
+        "NAME": "y",
+        "SERVERS": ["b:2", "c:3"],
+        "LIMITS": {"sales": 60},
+        "OPTIONS": {"pool": 1},  # no variable says pymemcache's keyword arguments
+    }
+    monkeypatch.setenv("EXAMPLE_APP_COUNT", "many")
+    with pytest.raises(ValueError):
+        env_app(config)
+
+
+def test_settings_that_had_no_variable_have_one(monkeypatch):
+    """QUEUED_LEASE, REQUEST_LEASE and FLUSH_BATCH could not be set from the environment."""
+    from limits.conf import get_config as limits
+    from polls.conf import get_config as polls
+    from progress.conf import get_config as progress
+
+    monkeypatch.setenv("PROGRESS_QUEUED_LEASE", "900")
+    monkeypatch.setenv("LIMITS_REQUEST_LEASE", "90")
+    monkeypatch.setenv("POLLS_FLUSH_BATCH", "50")
+    assert env_app(progress)["QUEUED_LEASE"] == 900
+    assert env_app(limits)["REQUEST_LEASE"] == 90
+    assert env_app(polls)["FLUSH_BATCH"] == 50

@@ -1,0 +1,66 @@
+"""A farm-wide lease (the site-log drainer's, the vote flusher's): held while
+its holder renews it, freed within one lifetime when the holder is killed."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from core.leases import Busy, lease
+from tests.harness.processes import ROOT, wait_for
+
+TTL = 2
+HOLDER = """
+import sys, time, django
+django.setup()
+from core.leases import lease
+with lease("test:lease", int(sys.argv[1])) as renew:
+    print("held", flush=True)
+    while True:
+        renew()
+        time.sleep(0.2)
+"""
+
+
+def _try() -> bool:
+    try:
+        with lease("test:lease", TTL):
+            return True
+    except Busy:
+        return False
+
+
+def test_a_lease_is_held_while_renewed_and_freed_soon_after_its_holder_is_killed(
+    settings, progress_on_real_memcached
+):
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "webfarm.settings",
+        "MEMCACHED_SERVERS": ",".join(settings.MEMCACHED["SERVERS"]),
+        "MEMCACHED_NAMESPACE": progress_on_real_memcached,
+    }
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(TTL)], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
+    ) as holder:
+        try:
+            assert holder.stdout.readline().strip() == "held"
+            # Past two of its lifetimes, the holder's renewals keep it.
+            held_until = time.monotonic() + 2 * TTL + 1
+            while time.monotonic() < held_until:
+                assert not _try(), "a renewed lease was taken by another process"
+                time.sleep(0.25)
+        finally:
+            holder.send_signal(signal.SIGKILL)
+    killed_at = time.monotonic()
+    wait_for(_try, timeout=TTL + 5, what="the dead holder's lease to lapse")
+    assert time.monotonic() - killed_at <= TTL + 1.5
+    assert _try()  # released on leaving the block
+
+
+def test_a_lease_is_released_when_the_block_raises():
+    with pytest.raises(RuntimeError), lease("test:lease", 60):
+        raise RuntimeError("the work failed")
+    assert _try()

@@ -1,0 +1,346 @@
+"""Farm-wide limits in memcached: slots, leases, refusals, and the views that use them."""
+
+import time
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from core import counters, slots
+from core.client import get_client
+from core.slots import Lease, LimitReached, SlotsTaken, SlotsUnavailable, acquire
+from progress import services as progress_services
+from progress import store
+from progress.launching.admission import StartRefused, start_job
+from progress.models import Job
+from reports import results
+from reports.registry import get_report
+from tests.harness.processes import free_port, wait_for
+from tests.harness.together import run_together
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def alice():
+    return get_user_model().objects.create_user("alice", password="x")
+
+
+@pytest.fixture(autouse=True)
+def small_limits(settings):
+    settings.LIMITS = {**settings.LIMITS, "REPORTS_PER_USER": 2, "REPORTS_PER_KIND": 3, "PAUSE": 0.001}
+    counters.forget_known()
+
+
+# -- slots ----------------------------------------------------------------------------
+
+
+def test_n_slots_go_to_n_holders_and_the_next_is_refused_with_who_holds_them():
+    leases = [acquire([("reports", 2)], f"job{i}", ttl=60) for i in range(2)]
+    with pytest.raises(LimitReached) as refused:
+        acquire([("reports", 2)], "job2", ttl=60)
+    assert sorted(refused.value.holders) == ["job0", "job1"]
+    leases[0].release()
+    assert acquire([("reports", 2)], "job2", ttl=60).keys
+
+
+def test_all_scopes_or_none():
+    acquire([("kind", 1)], "other", ttl=60)
+    with pytest.raises(LimitReached) as refused:
+        acquire([("user", 5), ("kind", 1)], "mine", ttl=60)
+    assert refused.value.scope == "kind"
+    assert slots.holders("user", 5) == []  # the user slot taken first was given back
+
+
+def test_a_crashed_holder_loses_its_slot_when_the_lease_runs_out():
+    acquire([("crash", 1)], "dead", ttl=1)  # never renewed, never released
+    wait_for(lambda: slots.holders("crash", 1) == [], timeout=5, what="the lease to run out")
+    assert acquire([("crash", 1)], "next", ttl=60).keys
+
+
+def test_renewing_keeps_the_slot_and_takes_it_back_after_memcached_lost_it():
+    lease = acquire([("renew", 1)], "me", ttl=2)
+    slots._client(lease.keys[0]).delete(lease.keys[0])  # memcached restarted
+    lease.renew()
+    assert slots.holders("renew", 1) == ["me"]
+
+
+def test_release_only_frees_what_is_still_ours():
+    lease = acquire([("mine", 1)], "me", ttl=60)
+    lease.ours_until[lease.keys[0]] = 0.0  # held past half its lease: it may have run out...
+    slots._client(lease.keys[0]).set(lease.keys[0], b"someone-else")  # ...and been retaken
+    lease.release()
+    assert slots.holders("mine", 1) == ["someone-else"]
+
+
+@pytest.mark.django_db
+def test_a_young_slot_is_released_without_waiting_for_an_answer(settings):
+    from tests.harness.roundtrips import counting, measure
+
+    with counting(settings):
+        lease = acquire([("young", 1)], "me", ttl=60)
+        released = measure(lease.release)
+    assert released.round_trips - released.connects == 0 and released.verbs == {"delete": 1}
+    assert slots.holders("young", 1) == []
+
+
+def test_transfer_hands_slots_over_without_a_gap():
+    lease = acquire([("hand", 1)], "lost-job", ttl=60)
+    again = lease.transfer("retry-job", ttl=60)
+    assert slots.holders("hand", 1) == ["retry-job"]
+    again.release()
+    assert slots.holders("hand", 1) == []
+
+
+def test_memcached_down_is_a_clear_error_not_an_unlimited_run(settings):
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    with pytest.raises(SlotsUnavailable):
+        acquire([("x", 1)], "me", ttl=60)
+    Lease(holder="me", ttl=5, keys=["slot:x:0"]).renew()  # never raises
+    Lease(holder="me", ttl=5, keys=["slot:x:0"]).release()
+
+
+def test_many_processes_racing_for_three_slots_get_exactly_three(
+    memcached_server, progress_on_real_memcached
+):
+    answers = run_together(
+        "tests.harness.slot_worker",
+        "1",
+        count=12,
+        servers=memcached_server,
+        namespace=progress_on_real_memcached,
+    )
+    assert sorted(answers) == ["refused"] * 9 + ["took"] * 3
+    assert len(slots.holders("race", 3)) == 3
+
+
+# -- report starts ---------------------------------------------------------------------------
+
+
+def _params() -> dict:
+    return {"date_from": "2024-01-01", "date_to": "2025-12-31"}
+
+
+RETURN_RATES = {"date_from": "2024-01-01", "date_to": "2025-12-31", "min_units": 1}
+JSON = {"HTTP_ACCEPT": "application/json"}
+
+
+def test_a_user_over_the_limit_is_refused_with_when_to_try_again(alice):
+    report = get_report("sales-by-region")
+    first = start_job(user=alice, job_type=report, params=_params())
+    start_job(user=alice, job_type=report, params=_params())
+    record = store.read(first.id)
+    record.eta_seconds = 12.3
+    store.write(record)
+    with pytest.raises(StartRefused) as refused:
+        start_job(user=alice, job_type=report, params=_params())
+    assert refused.value.reason == "reports-user"
+    assert refused.value.retry_after == 13  # the soonest ETA of the jobs in the way
+    assert "You already have 2 reports" in refused.value.message
+    assert Job.objects.count() == 2  # nothing recorded for the refused start
+
+
+def test_a_racer_taking_the_chosen_slot_leaves_nothing_of_the_start_behind(
+    alice, monkeypatch, memcached_server, progress_on_real_memcached
+):
+    """The slots are taken in the same round trip as the job's record. A
+    racer that takes the slot this start chose between its look and that
+    round trip: the record, its public document and the row are undone, the
+    slot taken in the other scope is given back, and the start looks again."""
+    from progress.launching import admission as launch
+    from tests.harness import keyspace
+
+    report = get_report("sales-by-region")
+    looks = []
+    real_look = launch.look
+
+    def look_then_race(scopes):
+        held = real_look(scopes)
+        looks.append(held)
+        if len(looks) == 1:  # another node takes both of alice's slots right after this look
+            user_scope = scopes[0][0]
+            for key in slots.slot_keys(user_scope, 2):
+                slots._client(key).set(key, b"racer", expire=60)
+        return held
+
+    monkeypatch.setattr(launch, "look", look_then_race)
+    monkeypatch.setattr(launch, "new_job_id", lambda: "R" * 22)
+    with pytest.raises(StartRefused) as refused:
+        start_job(user=alice, job_type=report, params=_params())
+    assert refused.value.reason == "reports-user" and len(looks) == 2  # looked again, then refused
+    assert not Job.objects.filter(pk="R" * 22).exists()
+    assert store.read("R" * 22) is None
+    assert not keyspace.items(memcached_server, f"{progress_on_real_memcached}:pub:{'R' * 22}")
+    assert slots.holders(f"reports-user:{alice.pk}", 2) == ["racer", "racer"]
+    assert slots.holders("reports-kind:sales-by-region", 3) == []  # the kind slot it took was given back
+
+
+def test_a_start_that_loses_every_race_is_refused_by_the_limit_in_its_way(alice, monkeypatch):
+    """Racers take alice's last free slot just before each of this start's
+    tries: the refusal names her limit (the one the racers met), not the
+    report type's, which has room to spare (a flood once said "already being
+    run 50 times" to a user at her own limit)."""
+    from progress.launching import admission as launch
+
+    report = get_report("sales-by-region")
+    start_job(user=alice, job_type=report, params=_params())  # one of her 2 slots held
+
+    def lose_the_race(**kwargs):
+        raise SlotsTaken("a racer took the slot first")
+
+    monkeypatch.setattr(launch.services, "create_job", lose_the_race)
+    with pytest.raises(StartRefused) as refused:
+        start_job(user=alice, job_type=report, params=_params())
+    assert refused.value.reason == "reports-user", refused.value.message
+    assert "You already have" in refused.value.message
+
+
+def test_a_report_type_over_its_farm_limit_is_refused(alice):
+    report = get_report("top-customers")
+    users = [get_user_model().objects.create_user(f"u{i}", password="x") for i in range(4)]
+    for user in users[:3]:
+        start_job(user=user, job_type=report, params={**_params(), "top": 5, "region": ""})
+    with pytest.raises(StartRefused) as refused:
+        start_job(user=users[3], job_type=report, params={**_params(), "top": 5, "region": ""})
+    assert refused.value.reason == "reports-kind" and "3 times" in refused.value.message
+
+
+def test_slots_come_back_when_jobs_end_however_they_end(alice):
+    report = get_report("sales-by-region")
+    cancelled = start_job(user=alice, job_type=report, params=_params())
+    progress_services.cancel_job(job=cancelled)  # queued: ends at once
+    finished = start_job(user=alice, job_type=report, params=_params())
+    with progress_services.track_job(finished.id):
+        pass
+    assert slots.holders(f"reports-user:{alice.pk}", 2) == []
+    assert slots.holders("reports-kind:sales-by-region", 3) == []
+
+
+def test_refused_starts_answer_503_json_or_the_form_again_and_are_counted_and_logged(
+    alice, caplog, monkeypatch
+):
+    from core import refusals
+
+    monkeypatch.setattr(refusals, "LOG_EVERY", 0.5)
+    client = Client()
+    client.force_login(alice)
+    for _ in range(2):
+        assert client.post("/reports/return-rates/", RETURN_RATES).status_code == 302
+    ajax = client.post("/reports/return-rates/", RETURN_RATES, HTTP_ACCEPT="application/json")
+    assert ajax.status_code == 503 and int(ajax["Retry-After"]) >= 1
+    assert "You already have 2 reports" in ajax.json()["error"]
+    page = client.post("/reports/return-rates/", RETURN_RATES)
+    assert page.status_code == 503 and page["Retry-After"]
+    html = page.content.decode()
+    assert (
+        "You already have 2 reports" in html and 'data-retry-after="' in html and 'value="2024-01-01"' in html
+    )
+    # A flood is logged as a line a second per reason, saying how many it stands for.
+    time.sleep(0.5)
+    assert client.post("/reports/return-rates/", RETURN_RATES, **JSON).status_code == 503
+    refused = [r for r in caplog.records if r.name == "activity" and getattr(r, "event", "") == "refused"]
+    assert [(r.reason, r.status, r.also_refused) for r in refused] == [
+        ("reports-user", 503, 0),
+        ("reports-user", 503, 1),
+    ]
+    counters.flush_soon()  # refusals are tallied in the process, sent once a second
+    assert int(get_client().get("c:refused|reason=reports-user")) == 3
+
+
+def test_with_memcached_down_a_start_is_refused_clearly(alice, settings):
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    client = Client()
+    client.force_login(alice)
+    response = client.post("/reports/return-rates/", RETURN_RATES, HTTP_ACCEPT="application/json")
+    assert response.status_code == 503 and "unavailable" in response.json()["error"]
+    assert not Job.objects.exists()
+
+
+# -- any view -------------------------------------------------------------------------------
+
+
+def _finished_job_with_file(user, name: str, size: int) -> tuple:
+    """A succeeded job of `user` with a result file of `size` bytes, and a
+    client logged in as them."""
+    job = start_job(user=user, job_type=get_report("return-rates"), params=RETURN_RATES)
+    with progress_services.track_job(job.id):
+        pass
+    results.save_bytes(job, name, "text/csv", b"x" * size)
+    client = Client()
+    client.force_login(user)
+    return job, client
+
+
+def test_downloads_are_limited_per_user_while_they_stream(alice, settings):
+    settings.LIMITS = {**settings.LIMITS, "DOWNLOADS_PER_USER": 1}
+    job, client = _finished_job_with_file(alice, "big.csv", 3_000_000)
+    first = client.get(f"/jobs/{job.id}/files/big.csv")
+    assert first.status_code == 200
+    chunks = iter(first.streaming_content)
+    next(chunks, None)  # streaming: the slot is held
+    second = client.get(f"/jobs/{job.id}/files/big.csv", HTTP_ACCEPT="application/json")
+    assert (
+        second.status_code == 503 and second["Retry-After"] and "Too many downloads" in second.json()["error"]
+    )
+    page = client.get(f"/jobs/{job.id}/files/big.csv")  # a browser: a page that counts down
+    assert page.status_code == 503 and b"Busy right now" in page.content
+    assert b"data-retry-after" in page.content
+    first.close()  # the last byte sent (or the client gone): the slot is free
+    assert client.get(f"/jobs/{job.id}/files/big.csv").status_code == 200
+
+
+def test_a_download_closed_before_its_first_chunk_frees_its_slot(alice, settings):
+    """The client went away at once: closing the response gives the slot back."""
+    settings.LIMITS = {**settings.LIMITS, "DOWNLOADS_PER_USER": 1}
+    job, client = _finished_job_with_file(alice, "gone.csv", 100_000)
+    first = client.get(f"/jobs/{job.id}/files/gone.csv")
+    assert client.get(f"/jobs/{job.id}/files/gone.csv").status_code == 503  # held while open
+    first.close()  # not one chunk read
+    assert client.get(f"/jobs/{job.id}/files/gone.csv").status_code == 200
+
+
+def test_a_flood_of_refusals_stops_asking_memcached_and_a_freed_slot_is_taken_soon(alice, settings):
+    from progress.launching.admission import FLOOD_WINDOW
+    from tests.harness.roundtrips import counting, measure
+
+    report = get_report("return-rates")  # its farm-wide limit is 3 here
+    bob = get_user_model().objects.create_user("bob", password="x")
+    held = [
+        start_job(user=user, job_type=report, params={**_params(), "min_units": 1}) for user in (bob, bob)
+    ]
+    held.append(start_job(user=alice, job_type=report, params={**_params(), "min_units": 1}))
+    carol = get_user_model().objects.create_user("carol", password="x")
+    client = Client()
+    client.force_login(carol)
+    client.cookies["csrftoken"] = "c" * 32
+
+    def start():
+        return client.post("/reports/return-rates/", RETURN_RATES, **JSON, HTTP_X_CSRFTOKEN="c" * 32)
+
+    with counting(settings):
+        looked = [measure(start) for _ in range(2)]  # the second refusal within the window: a flood
+        flooded = measure(start)
+        page = client.post("/reports/return-rates/", RETURN_RATES, HTTP_X_CSRFTOKEN="c" * 32)
+    assert {c.result.status_code for c in [*looked, flooded]} == {503}
+    # The session, the user and the look; in the flood the session alone (the user is not read).
+    # (A connect is the pool growing while a background thread holds a connection: not the request's.)
+    assert looked[1].round_trips - looked[1].connects == 3
+    assert flooded.round_trips - flooded.connects == 1 and flooded.queries == 0
+    assert "already being run 3 times" in flooded.result.json()["error"]
+    assert page.status_code == 503 and b'value="2024-01-01"' in page.content  # browsers: the form again
+    progress_services.cancel_job(job=held[0])  # a slot comes free
+    accepted = wait_for(lambda: start().status_code == 202, timeout=FLOOD_WINDOW + 2, what="the freed slot")
+    assert accepted
+
+
+def test_a_user_who_cancels_and_starts_again_at_once_is_never_refused_by_memory(alice):
+    """A flood against a user's own limit is looked at every time: the
+    user's next start after a cancel goes through at once."""
+    report = get_report("return-rates")
+    jobs = [start_job(user=alice, job_type=report, params={**_params(), "min_units": 1}) for _ in range(2)]
+    client = Client()
+    client.force_login(alice)
+    for _ in range(5):
+        assert client.post("/reports/return-rates/", RETURN_RATES, **JSON).status_code == 503
+    progress_services.cancel_job(job=jobs[0])
+    assert client.post("/reports/return-rates/", RETURN_RATES, **JSON).status_code == 202

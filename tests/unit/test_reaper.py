@@ -1,0 +1,194 @@
+"""Jobs whose worker died: lost after the heartbeat's silence, run again once."""
+
+import time
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from core import slots
+from core.client import get_client
+from progress import store
+from progress.exceptions import JobNotRunnable
+from progress.launching.admission import start_job
+from progress.launching.reaper import reap
+from progress.launching.running import reap_lost_jobs
+from progress.models import Job
+from progress.reporter import ProgressReporter
+from progress.services import begin_job
+from reports.registry import get_report
+from tests.harness.processes import free_port, wait_for
+
+pytestmark = pytest.mark.django_db
+
+PARAMS = {"date_from": "2024-01-01", "date_to": "2025-12-31"}
+
+
+@pytest.fixture(autouse=True)
+def quick_beats(settings):
+    settings.PROGRESS = {**settings.PROGRESS, "HEARTBEAT_INTERVAL": 1.0, "LOST_AFTER_BEATS": 3}
+
+
+@pytest.fixture
+def alice():
+    return get_user_model().objects.create_user("alice", password="x")
+
+
+def _running(user, kind: str = "return-rates", *, silent_for: float = 10.0) -> Job:
+    """A started job whose worker has been silent for `silent_for` seconds."""
+    params = {**PARAMS, "top": 5, "region": ""} if kind == "top-customers" else PARAMS
+    job = start_job(user=user, job_type=get_report(kind), params=params)
+    record = begin_job(job.id)
+    record.percent = 40.0
+    record.heartbeat_at = record.updated_at = time.time() - silent_for
+    store.write(record)
+    Job.objects.filter(pk=job.id).update(started_at=datetime.now(UTC) - timedelta(seconds=silent_for))
+    return job
+
+
+def test_a_silent_job_is_lost_and_run_again_once_in_its_own_slots(alice, django_capture_on_commit_callbacks):
+    job = _running(alice)
+    with django_capture_on_commit_callbacks() as sent:
+        assert reap_lost_jobs() == [job.id]
+    assert len(sent) == 1  # the retry's task goes out once the transaction is committed
+    lost = Job.objects.get(pk=job.id)
+    assert lost.state == "lost" and "stopped (no heartbeat for 3 s) at 40 %" in lost.error
+    again = Job.objects.get(retry_of=job.id)
+    assert (lost.retried_as, again.state, again.attempt) == (again.id, "queued", 2)
+    # The widget follows the retry by swapping the job id in its token URL.
+    assert again.read_token == lost.read_token and store.read(again.id).read_token == lost.read_token
+    public = store.read(job.id).public()
+    assert public["state"] == "lost" and public["retried_as"] == again.id and public["final"]
+    # The retry holds the slots the lost job held; nobody could take them in between.
+    assert slots.holders(f"reports-user:{alice.pk}", 2) == [again.id]
+    assert reap_lost_jobs() == []  # nothing twice
+
+
+def test_a_retry_that_is_lost_too_stays_lost(alice):
+    job = _running(alice)
+    reap_lost_jobs()
+    again = Job.objects.get(retry_of=job.id)
+    record = begin_job(again.id)
+    record.heartbeat_at = time.time() - 10
+    store.write(record)
+    Job.objects.filter(pk=again.id).update(started_at=datetime.now(UTC) - timedelta(seconds=10))
+    assert reap_lost_jobs() == [again.id]
+    assert not Job.objects.filter(retry_of=again.id).exists()
+    assert slots.holders(f"reports-user:{alice.pk}", 2) == []  # released: no one takes over
+
+
+def test_report_types_that_must_not_run_twice_are_not_retried(alice, monkeypatch):
+    monkeypatch.setattr(type(get_report("top-customers")), "retry_on_lost", False)
+    job = _running(alice, "top-customers")
+    assert reap_lost_jobs() == [job.id]
+    assert not Job.objects.filter(retry_of=job.id).exists()
+    assert "run again" not in Job.objects.get(pk=job.id).error
+
+
+def test_a_beating_job_is_left_alone(alice):
+    job = _running(alice, silent_for=0.5)
+    Job.objects.filter(pk=job.id).update(started_at=datetime.now(UTC) - timedelta(seconds=60))
+    assert reap() == []
+    assert Job.objects.get(pk=job.id).state == "running"
+
+
+def test_a_job_whose_worker_lost_memcached_beats_in_its_row_and_is_left_alone(
+    alice, settings, transactional_db
+):
+    """Its worker cannot reach memcached (cut off from it): memcached holds a
+    heartbeat that stopped, the reporter beats in the job's row, and the
+    reaper, which still reads memcached, leaves the job running."""
+    job = _running(alice)
+    record = store.read(job.id)
+    reporter = ProgressReporter(record, flush_interval=0, heartbeat_interval=0.2)
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    reporter.start_heartbeat()
+    try:
+        wait_for(lambda: Job.objects.get(pk=job.id).beat_at, timeout=5, what="a heartbeat in the row")
+    finally:
+        reporter.stop_heartbeat()
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [settings.CACHES["default"]["LOCATION"][0]]}
+    assert store.read(job.id).heartbeat_at < time.time() - 5  # memcached's says it stopped
+    assert reap() == []
+    assert Job.objects.get(pk=job.id).state == "running"
+    # Without the row's beat, the same job is lost.
+    Job.objects.filter(pk=job.id).update(beat_at=None)
+    assert reap() == [job.id]
+
+
+def test_with_memcached_down_nobody_is_declared_lost(alice, settings):
+    job = _running(alice)
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    assert reap() == []
+    assert Job.objects.get(pk=job.id).state == "running"
+
+
+def test_a_missing_record_gets_one_silence_of_grace(alice):
+    job = _running(alice)
+    get_client().delete(store.record_key(job.id))  # evicted, or memcached restarted
+    now = time.time()
+    assert reap(now=now) == []  # memcached restarted? a live job writes it again
+    assert reap(now=now + 4) == [job.id]
+    assert Job.objects.get(pk=job.id).state == "lost"
+
+
+def _queued(user, *, age: float, sent: bool = True, sends: int = 1) -> Job:
+    """A queued job created `age` seconds ago, its task sent (or not)."""
+    job = start_job(user=user, job_type=get_report("sales-by-region"), params=PARAMS)
+    then = datetime.now(UTC) - timedelta(seconds=age)
+    Job.objects.filter(pk=job.id).update(
+        created_at=then, sent_at=then if sent else None, sends=sends if sent else 0
+    )
+    return Job.objects.get(pk=job.id)
+
+
+def test_a_queued_job_whose_task_never_left_is_sent_by_the_reaper(alice, settings):
+    settings.PROGRESS = {**settings.PROGRESS, "SEND_GRACE": 5.0}
+    fresh = _queued(alice, age=1, sent=False)  # its web process may still be sending it
+    stuck = _queued(alice, age=10, sent=False)  # the web process died before sending
+    assert reap_lost_jobs() == [stuck.id]
+    stuck.refresh_from_db()
+    assert stuck.sent_at is not None and stuck.sends == 1 and stuck.state == "queued"
+    assert Job.objects.get(pk=fresh.id).sends == 0
+    assert reap_lost_jobs() == []  # sent a moment ago: it waits its turn
+
+
+def test_a_queued_job_memcached_forgot_is_sent_again_at_once(alice, settings):
+    settings.PROGRESS = {**settings.PROGRESS, "SEND_GRACE": 5.0, "RESEND_AFTER": 600.0}
+    job = _queued(alice, age=10)
+    get_client().flush_all()  # memcached restarted: a memcached broker lost the task with the record
+    assert reap_lost_jobs() == [job.id]
+    job.refresh_from_db()
+    assert job.sends == 2 and store.read(job.id).state == "queued"  # its page shows it queued again
+    get_client().flush_all()  # and again: it was sent twice already, it is not sent a third time
+    assert reap_lost_jobs() == []
+
+
+def test_a_job_still_queued_long_after_its_task_was_sent_twice_is_lost(alice, settings):
+    settings.PROGRESS = {
+        **settings.PROGRESS,
+        "SEND_GRACE": 1.0,
+        "RESEND_AFTER": 5.0,
+        "QUEUED_LOST_AFTER": 20.0,
+    }
+    job = _queued(alice, age=10)
+    assert reap_lost_jobs() == [job.id]  # still queued 10 s after its send: sent again
+    Job.objects.filter(pk=job.id).update(sent_at=datetime.now(UTC) - timedelta(seconds=30))
+    assert reap_lost_jobs() == [job.id]
+    lost = Job.objects.get(pk=job.id)
+    assert lost.state == "lost" and "never started" in lost.error
+    public = store.read(job.id).public()
+    assert public["state"] == "lost" and "never started" in public["error"] and public["final"]
+    assert public["message"] == "the job queue lost it"  # not a worker that stopped: none started it
+    assert slots.holders(f"reports-user:{alice.pk}", 2) == []  # its slots are free again
+    assert reap_lost_jobs() == []
+
+
+def test_a_task_sent_twice_starts_its_job_once(alice):
+    job = _queued(alice, age=0)
+    begin_job(job.id)
+    with pytest.raises(JobNotRunnable, match="running"):
+        begin_job(job.id)  # the second delivery, while the first run is alive
+    get_client().delete(store.record_key(job.id))  # memcached lost the record: the row decides
+    with pytest.raises(JobNotRunnable, match="running"):
+        begin_job(job.id)

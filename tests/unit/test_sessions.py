@@ -1,0 +1,142 @@
+"""Sessions cached in memcached without trusting memcached (core.sessions)."""
+
+import logging
+import os
+import pickle
+import time
+import uuid
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core import signing
+from django.core.cache import caches
+from django.test import Client
+
+from core.sessions import VALUE_SALT, SessionStore
+from tests.harness import keyspace
+
+pytestmark = pytest.mark.django_db
+
+
+class RunsCode:
+    """What an attacker plants: unpickling it runs a shell command."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.path}",))
+
+
+def _login(username: str) -> tuple[Client, str]:
+    user = get_user_model().objects.create_user(username, password="x")
+    client = Client(raise_request_exception=False)
+    client.force_login(user)
+    return client, client.cookies["sessionid"].value
+
+
+def _cache_key(session_id: str) -> str:
+    return caches["default"].make_key(SessionStore()._key_for(session_id))
+
+
+def test_memcached_holds_no_session_id_and_only_a_signed_short_lived_copy(
+    memcached_server, progress_on_real_memcached, settings
+):
+    client, session_id = _login("alice")
+    assert client.get("/jobs/").status_code == 200
+    ours = keyspace.items(memcached_server, prefix=progress_on_real_memcached)
+    sessions = [item for item in ours if ":session:" in item.key]
+    assert len(sessions) == 1
+    assert not any(session_id in item.key for item in ours)
+    assert 0 < sessions[0].ttl() <= settings.SESSION_CACHE_TTL + keyspace.CLOCK_SLACK
+    raw = caches["default"].get(SessionStore()._key_for(session_id))
+    # Signed and bound to this session: no other salt (session) opens it.
+    assert signing.loads(raw, salt=VALUE_SALT + session_id)["data"]["_auth_user_id"]
+    with pytest.raises(signing.BadSignature):
+        signing.loads(raw, salt=VALUE_SALT + "b" * 32)
+
+
+def test_a_pickle_planted_for_a_session_runs_nothing(memcached_server, tmp_path, caplog):
+    client, session_id = _login("alice")
+    canary = tmp_path / f"ran-{uuid.uuid4().hex}"
+    payload = pickle.dumps(RunsCode(str(canary)))
+    # Under our key, and under the key Django's own cached_db would read.
+    plain_prefix = caches["default"].make_key("django.contrib.sessions.cached_db")
+    for key in (_cache_key(session_id), plain_prefix + session_id):
+        keyspace.plant(memcached_server, key, payload, flags=1)
+    with caplog.at_level(logging.WARNING, logger="core.tampering"):
+        response = client.get("/jobs/")
+    assert response.status_code == 200  # still alice: read from the database
+    assert b"alice" in response.content
+    assert not canary.exists()
+    assert "refused" in caplog.text
+
+
+def test_a_signed_value_moved_to_another_session_is_refused(memcached_server):
+    alice, alice_id = _login("alice")
+    bob, bob_id = _login("bob")
+    assert bob.get("/jobs/").status_code == 200
+    cache = caches["default"]
+    bobs_value = cache.get(SessionStore()._key_for(bob_id))
+    assert bobs_value
+    cache.set(SessionStore()._key_for(alice_id), bobs_value)
+    page = alice.get("/jobs/")
+    assert page.status_code == 200
+    assert b"alice" in page.content and b"bob" not in page.content
+
+
+def test_a_value_planted_as_json_for_a_session_is_refused(memcached_server):
+    alice, alice_id = _login("alice")
+    bob = get_user_model().objects.create_user("bob", password="x")
+    forged = f'{{"_auth_user_id": "{bob.pk}"}}'
+    keyspace.plant(memcached_server, _cache_key(alice_id), forged.encode(), flags=64)
+    page = alice.get("/jobs/")
+    assert b"alice" in page.content and b"bob" not in page.content
+
+
+@pytest.mark.parametrize(
+    "cookie", ["a\x00" * 16, "A" * 32, "a" * 31, "a" * 33, "../../" + "a" * 26, "a" * 31 + "é", "%00" * 11]
+)
+def test_a_session_id_django_could_not_have_made_is_no_session(cookie, django_assert_num_queries):
+    client = Client(raise_request_exception=False)
+    client.cookies["sessionid"] = cookie
+    with django_assert_num_queries(0):
+        response = client.get("/jobs/")
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def test_logout_removes_the_cached_copy(memcached_server, progress_on_real_memcached):
+    client, session_id = _login("alice")
+    assert caches["default"].get(SessionStore()._key_for(session_id)) is not None
+    client.post("/accounts/logout/")
+    assert caches["default"].get(SessionStore()._key_for(session_id)) is None
+    assert client.get("/jobs/").status_code == 302
+
+
+def test_a_copy_written_back_after_logout_is_refused(memcached_server, progress_on_real_memcached):
+    """Someone who can reach memcached keeps the cached copy and writes it back
+    once the user has logged out: the old cookie stays logged out."""
+    client, session_id = _login("alice")
+    assert client.get("/jobs/").status_code == 200
+    key = SessionStore()._key_for(session_id)
+    kept = caches["default"].get(key)
+    client.post("/accounts/logout/")
+    caches["default"].set(key, kept, 300)
+    replayed = Client()
+    replayed.cookies["sessionid"] = session_id
+    response = replayed.get("/jobs/")
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def test_a_copy_older_than_the_cache_lifetime_is_refused(memcached_server, settings, monkeypatch):
+    client, session_id = _login("alice")
+    key = SessionStore()._key_for(session_id)
+    data = SessionStore(session_id).load()
+    then = time.time() - settings.SESSION_CACHE_TTL - 10
+    # Signed more than SESSION_CACHE_TTL ago, written back with a fresh expiry.
+    monkeypatch.setattr(signing.time, "time", lambda: then)
+    old = SessionStore(session_id)._to_cache_value(data, session_id, made=then)
+    monkeypatch.undo()
+    caches["default"].set(key, old, 300)
+    assert SessionStore(session_id)._from_cache(key, session_id) is None
+    assert client.get("/jobs/").status_code == 200  # the database still has the session
