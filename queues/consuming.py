@@ -125,12 +125,17 @@ class Consuming(QueueBase):
         # An index past the tail (a busy consumer took it without looking) has
         # no producer yet: it is never a hole, or the floor would pass it and
         # the producer that takes it later would write below the floor.
-        tail = self._tail_seen = number(found.get(tail_key, (None, None))[0], 0) or 0
+        tail = number(found.get(tail_key, (None, None))[0], 0) or 0
+        current = gen == self._gen
+        if current:
+            self._tail_seen = tail
         now = time.monotonic()
         ready: dict[int, tuple[bytes, int]] = {}
         holes = []
         for i, key in keys.items():
             raw, version = found.get(key, (None, None))
+            if raw is None and not current:
+                continue  # a generation the queue moved on from: its scan marks the holes
             if raw is None:
                 # Past the horizon an empty index has waited long enough already.
                 seen = self._missing.setdefault(i, 0.0 if recovering else now)

@@ -39,6 +39,10 @@ Races are settled by memcached's `add`, which stores only if the key is absent:
   tail, which stores only if the tail exists: if memcached lost the
   generation between taking the indexes and writing (restart, flush), the
   producer learns it and writes again into a new generation.
+* Processes keep the generation they read. A put reads the `gen` key in the
+  same round trip as its adds, and the recovery scan reads it too: the key
+  evicted or overwritten alone is put back; moved on by a process that
+  found it so, everyone follows, and consumers finish the old generation.
 * An acknowledged entry is overwritten by a small "acked" marker rather than
   deleted, so "missing" only ever means "not written yet" above the floor.
   Below the floor nobody looks: the markers there are deleted.

@@ -160,6 +160,9 @@ class QueueBase:
         self._missing: dict[int, float] = {}  # index -> when first seen empty
         self._tail_seen = 0  # the tail as this consumer last read it
         self._last_recover = 0.0
+        # Generations the queue moved on from that may still hold messages:
+        # gen -> (its tail when this consumer moved on, when).
+        self._superseded: dict[str, tuple[int, float]] = {}
 
     # -- keys -------------------------------------------------------------------
 
@@ -239,6 +242,34 @@ class QueueBase:
             if register is not None:  # mirrored: the repair must know every queue
                 register(self.key_base)
         return self._gen
+
+    def _moved_on(self, gen: str, named: bytes | None) -> str | None:
+        """What the generation key holds, read beside work done in `gen` (which
+        was alive then): the generation the queue moved on to, or None when it
+        still names `gen`.
+
+        Processes keep the generation they read, and a process that starts
+        later reads the key. Evicted alone or overwritten, the key is put back
+        to `gen`; if another process already moved the queue on (it found
+        the key so), everyone follows it."""
+        if named == gen.encode():
+            return None
+        key = self._gen_key()
+        text = None if named is None else named.decode(errors="replace")
+        if text is not None and entries.GENERATION_RE.fullmatch(text):
+            return text
+        if named is None:
+            self.client.add(key, gen.encode(), noreply=False)
+        else:
+            refused("queue", key, "not a generation id")
+            raw, token = self.client.gets(key)
+            if raw == named:
+                self.client.cas(key, gen.encode(), token, noreply=False)
+        raw = self.client.get(key)
+        now = None if raw is None else raw.decode(errors="replace")
+        if now is None or now == gen or not entries.GENERATION_RE.fullmatch(now):
+            return None  # put back (or still being fought over: the next look settles it)
+        return now
 
     def _start_generation(self, *, expected: str | None, reason: str = "resets") -> None:
         """Move to a fresh key space, unless another process already has."""

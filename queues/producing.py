@@ -68,7 +68,7 @@ class Producing(QueueBase):
                     for n, pos in enumerate(todo)
                 }
                 try:
-                    results, alive = self._add_entries(gen, values)
+                    results, alive, named = self._add_entries(gen, values)
                 except MemcacheServerError as exc:
                     if not is_full(exc):
                         raise
@@ -96,13 +96,21 @@ class Producing(QueueBase):
                     todo = sorted(todo + lost)
                     self._counters_lost(gen)
                     continue
+                moved = self._moved_on(gen, named)
+                # Written after the queue moved on: what no consumer took yet is
+                # taken back and goes again into the generation consumers read now.
+                written = {keys[pos]: taken[n] for n, pos in enumerate(todo) if results[keys[pos]]}
+                back = self._take_back(gen, written) if moved and written else set()
                 retry = []
                 for n, pos in enumerate(todo):
-                    if results[keys[pos]]:
+                    if results[keys[pos]] and keys[pos] not in back:
                         indexes[pos] = taken[n]
                         written_in[pos] = gen
-                    else:  # a consumer gave up waiting and marked the index a hole
+                    else:  # a consumer gave up waiting and marked the index a hole, or taken back
                         retry.append(pos)
+                if moved:
+                    self._gen = None
+                    self._reserve.clear()
                 if not counted_ahead:
                     self._stat("in", len(todo) - len(retry))
                 elif retry:
@@ -112,14 +120,26 @@ class Producing(QueueBase):
                     return [i for i in indexes if i is not None]
         raise QueueUnavailable("could not find free indexes; the queue is being reset repeatedly")
 
-    def _add_entries(self, gen: str, values: dict[str, bytes]) -> tuple[dict[str, bool], bool]:
+    def _take_back(self, gen: str, written: dict[str, int]) -> set[str]:
+        """Of the entries just written into `gen` (key -> index), those no
+        consumer has claimed: claimed here, so none ever will, and marked
+        finished. Their keys are returned, to be put again."""
+        claims = {key: self._key(gen, "c", i) for key, i in written.items()}
+        won = self.client.add_many({claim: b"1" for claim in claims.values()}, self.visibility_timeout)
+        back = {key for key, claim in claims.items() if won[claim]}
+        if back:
+            self.client.set_many(dict.fromkeys(back, entries.ACKED), expire=self.finished_ttl, noreply=False)
+        return back
+
+    def _add_entries(self, gen: str, values: dict[str, bytes]) -> tuple[dict[str, bool], bool, bytes | None]:
         """`add` the entries, then, in the same round trip, check that the
         generation still has its tail, and that it is a number: `ma` by 0
         changes nothing and answers NF for a tail that is gone, CLIENT_ERROR
         for one someone overwrote (consumers then move to a new generation).
         Indexes come from a reserve or from an incr a moment earlier; if
         memcached lost everything since, or the tail was overwritten, the adds
-        succeed into a key space nobody reads, and only this tells.
+        succeed into a key space nobody reads, and only this tells. The
+        generation key, read last, tells whether the queue moved on meanwhile.
 
         A producer that put a moment ago reserves its next indexes in the
         same round trip, so while it is busy a put is one round trip."""
@@ -129,12 +149,13 @@ class Producing(QueueBase):
         ttl = (f"T{self.entry_ttl}",) if self.entry_ttl else ()
         commands = [meta_command(b"ms", wire(key), *ttl, "ME", value=value) for key, value in values.items()]
         commands.append(meta_command(b"ma", wire(self._key(gen, "tail")), "D0"))
+        commands.append(meta_command(b"mg", wire(self._gen_key()), "v"))
         replies = self.client.meta(commands, errors=True, quietly=self._stat_command("in", len(values)))
         refused = next((r for r in replies if r.status == b"SERVER_ERROR"), None)
         if refused is not None:
             raise MemcacheServerError(b"SERVER_ERROR " + (refused.value or b""))
         stored = {key: reply.status == b"HD" for key, reply in zip(values, replies, strict=False)}
-        return stored, replies[-1].status == b"HD"
+        return stored, replies[-2].status == b"HD", replies[-1].value
 
     def _add_entries_classic(self, gen: str, values: dict[str, bytes]) -> tuple[dict[str, bool], bool]:
         wire = self.client.wire_key
@@ -145,7 +166,7 @@ class Producing(QueueBase):
         commands.append(b"append %s 0 0 0\r\n\r\n" % wire(self._key(gen, "tail")))
         lines = self.client.pipeline(commands, b"add")
         stored = {key: line == b"STORED" for key, line in zip(values, lines, strict=False)}
-        return stored, lines[-1] == b"STORED"
+        return stored, lines[-1] == b"STORED", self.client.get(self._gen_key())
 
     def reserve_in(self, batch: MetaBatch) -> Callable[[list[MetaReply]], None] | None:
         """Put the command that reserves this producer's next index into a

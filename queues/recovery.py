@@ -1,6 +1,7 @@
 """The recovery scan: from the floor to the head, redeliver what lost its
 claim, mark holes, move the floor and delete the acked entries it passes."""
 
+import logging
 import time
 
 from core.tampering import refused
@@ -14,26 +15,46 @@ from queues.layout import (
     number,
 )
 
+logger = logging.getLogger(__name__)
+
 
 class Recovery(QueueBase):
     def _recover(self, limit: int) -> list[Message]:
         """Walk from the floor to the head: redeliver entries whose claim
         expired, mark long-empty indexes as holes, move the floor past the
-        finished prefix and delete the acked entries it passed."""
+        finished prefix and delete the acked entries it passed. Then finish
+        the generations the queue moved on from."""
         self._last_recover = time.monotonic()
         gen = self._generation()
         keys = [self._key(gen, k) for k in ("floor", "head", "scan", "tail")]
         floor_key, head_key, scan_key, tail_key = keys
-        found = self.client.get_many(keys)
+        # With the generation key: whether the queue moved on (see _follow).
+        found = self.client.get_many([self._gen_key(), *keys])
         if head_key not in found:
-            return []
+            return self._drain(limit)
         floor, head = number(found.get(floor_key), 1), number(found[head_key], 0)
         # An index past the tail has no producer yet: never a hole (see _deliver).
         tail = number(found.get(tail_key), 0)
         if floor is None or head is None or tail is None:
             self._counters_lost(gen)
             return []
+        moved = self._moved_on(gen, found.get(self._gen_key()))
+        if moved is not None:
+            self._follow(gen, moved)
+            return self._drain(limit)
         horizon = self._horizon(scan_key, found.get(scan_key), head)
+        messages, _ = self._scan(gen, floor, head, horizon, tail, limit)
+        if len(messages) < limit and self._superseded:
+            messages += self._drain(limit - len(messages))
+        return messages
+
+    def _scan(
+        self, gen: str, floor: int, head: int, horizon: int, tail: int, limit: int
+    ) -> tuple[list[Message], int]:
+        """From the floor to `head`: redeliver what lost its claim and mark
+        empty indexes holes, both only up to `horizon`; move the floor past
+        the finished prefix. Returns the messages and the new floor."""
+        floor_key = self._key(gen, "floor")
         messages: list[Message] = []
         done_until = floor  # first index not known to be finished
         passed: list[int] = []  # acked entries the floor moves past
@@ -70,6 +91,51 @@ class Recovery(QueueBase):
             # Nobody reads below the floor. Holes stay until they expire: a
             # producer that took such an index long ago must still lose its add.
             self.client.delete_many([self._key(gen, "m", i) for i in passed], noreply=True)
+        return messages, done_until
+
+    def _follow(self, old: str, new: str) -> None:
+        """Another process moved the queue on to `new`: take from there, and
+        finish what `old` holds. A producer that writes into `old` after the
+        move sees it in the same round trip and takes back what no consumer
+        claimed (Producing._take_back), so `old` only has to be walked up to
+        its tail as it is now."""
+        tail = number(self.client.get(self._key(old, "tail")), 0) or 0
+        self._superseded[old] = (tail, time.monotonic())
+        logger.warning(
+            "queue %s moved on from generation %s to %s: finishing %d indexes there",
+            self.name,
+            old,
+            new,
+            tail,
+        )
+        self._gen = None
+        self._missing.clear()
+        self._tail_seen = 0
+        self._busy = False
+        self._reserve.clear()
+        self._stat("resets")
+
+    def _drain(self, limit: int) -> list[Message]:
+        """Deliver what the generations the queue moved on from still hold,
+        once the producers that took an index there before the move had the
+        time to write it; forget each once its floor passes its tail. A
+        message delivered from there counts as redelivered."""
+        messages: list[Message] = []
+        for gen, (until, since) in list(self._superseded.items()):
+            if len(messages) >= limit:
+                break
+            if time.monotonic() - since < self.hole_wait:
+                continue
+            floor_key, tail_key = self._key(gen, "floor"), self._key(gen, "tail")
+            found = self.client.get_many([floor_key, tail_key])
+            floor = number(found.get(floor_key), 1)
+            if tail_key not in found or floor is None or floor > until:
+                del self._superseded[gen]  # finished, or lost with memcached
+                continue
+            got, done_until = self._scan(gen, floor, until, until, until, limit - len(messages))
+            messages += got
+            if done_until > until:
+                del self._superseded[gen]
         return messages
 
     def _horizon(self, scan_key: str, stored: bytes | None, head: int) -> int:

@@ -415,3 +415,43 @@ def test_one_recovery_scan_marks_a_whole_run_of_abandoned_indexes(fast):
         return consumer.claim_many(1) == [] and consumer.stats()["floor"] == 12
 
     wait_for(past_the_run, timeout=5, what="the floor past the run")
+
+
+@pytest.mark.parametrize("first", ["late", "early"])
+@pytest.mark.parametrize("damage", ["evicted", "overwritten", "replaced"])
+def test_everyone_follows_when_the_generation_key_changes_under_them(fast, damage, first):
+    # Processes keep the generation they read; one that starts later reads the key. The key
+    # evicted alone, overwritten by another writer, or moved on to another generation: what
+    # producers old and new put, and what the old generation held, all reach a consumer that
+    # was there before.
+    consumer, early = Queue("moved"), Queue("moved")
+    early.put(b"old")
+    gen = consumer._generation()
+    client = server_client("q:moved")
+    if damage == "evicted":
+        client.delete("q:moved:gen")
+    elif damage == "overwritten":
+        client.set("q:moved:gen", b"\x80\x04not a generation")
+    else:
+        client.set("q:moved:gen", b"0badc0de")
+    late = Queue("moved")
+    for putter in (late, early) if first == "late" else (early, late):
+        putter.put(b"from the late producer" if putter is late else b"from the early producer")
+    if first == "early" and damage != "replaced":
+        # The first to see the key gone or planted while its generation lives puts it back.
+        assert client.get("q:moved:gen") == gen.encode()
+    got = []
+
+    def take() -> bool:
+        messages = consumer.claim_many(10)
+        consumer.ack_many([m.receipt for m in messages])
+        got.extend(m.body for m in messages)
+        return len(got) >= 3
+
+    wait_for(take, timeout=10, what="every message, old and new")
+    assert sorted(got) == sorted([b"old", b"from the late producer", b"from the early producer"])
+    # Nothing twice: a few rounds of recovery scans over both generations bring nothing more.
+    deadline = time.monotonic() + 5 * 0.2
+    while time.monotonic() < deadline:
+        assert consumer.claim_many(10) == []
+    assert consumer.stats()["in"] == 3
