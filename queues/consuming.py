@@ -256,7 +256,7 @@ class Consuming(QueueBase):
         if len(issued) > ISSUED_KEPT:
             issued.clear()  # receipts never acknowledged here: checked the long way
         for i, version, entry, redeliveries in taken:
-            receipt, token = receipts(i, version)
+            receipt, token = receipts(i, version, redeliveries)
             issued[receipt] = (gen, i, version, token)
             messages.append(
                 Message(

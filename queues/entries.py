@@ -42,6 +42,7 @@ RECEIPT_RE = re.compile(
     r"(?P<gen>[0-9a-f]{8})\.(?P<index>[1-9][0-9]{0,17})\.(?P<version>[0-9]{1,20})\.(?P<token>[0-9a-f]{48})"
 )
 GENERATION_RE = re.compile(r"[0-9a-f]{8}")
+UNCOUNTED = 0xFF  # a receipt's count of redeliveries that says nothing
 # Enqueue times after 2286 are no times (and overflow datetime).
 _LATEST = 1e10
 
@@ -146,27 +147,39 @@ def is_finished(raw: bytes | None) -> bool:
 # -- receipts ----------------------------------------------------------------------
 
 
-def new_receipt(queue_key: str, gen: str, index: int, version: int) -> tuple[str, str]:
+def new_receipt(queue_key: str, gen: str, index: int, version: int, redeliveries: int = 0) -> tuple[str, str]:
     """A receipt for a delivery of the entry at `version`, and its token."""
-    return receipt_maker(queue_key, gen)(index, version)
+    return receipt_maker(queue_key, gen)(index, version, redeliveries)
 
 
-def receipt_maker(queue_key: str, gen: str) -> Callable[[int, int], tuple[str, str]]:
+def receipt_maker(queue_key: str, gen: str) -> Callable[[int, int, int], tuple[str, str]]:
     """new_receipt for many deliveries of one queue and generation: the keyed
     hash is set up once. The nonce only makes two receipts differ (the MAC is
-    what cannot be forged), so it need not come from the OS's generator."""
+    what cannot be forged), so it need not come from the OS's generator.
+
+    The nonce's first byte is the delivery's count of redeliveries, under the
+    MAC: memcached gives an entry a new CAS when it moves the entry's slab
+    page, and only this tells that delivery from a later one (every
+    redelivery rewrites the entry with its count one higher)."""
     key = queue_key.encode()
     base = hashlib.blake2b(key, key=secrets_in_use()[0], digest_size=MAC_BYTES)
     base.update(b"\0")
 
-    def make(index: int, version: int) -> tuple[str, str]:
-        nonce = f"{random.getrandbits(64):016x}"
+    def make(index: int, version: int, redeliveries: int = 0) -> tuple[str, str]:
+        nonce = f"{min(redeliveries, UNCOUNTED):02x}{random.getrandbits(56):014x}"
         digest = base.copy()
         digest.update(f"{gen}.{index}.{version}.{nonce}".encode())
         token = nonce + digest.hexdigest()
         return f"{gen}.{index}.{version}.{token}", token
 
     return make
+
+
+def delivered_after(token: str) -> int | None:
+    """How many redeliveries the entry had counted when the receipt's delivery
+    was made (None: too many to say)."""
+    count = int(token[:2], 16)
+    return None if count == UNCOUNTED else count
 
 
 def parse_receipt(receipt: object) -> tuple[str, int, int, str] | None:

@@ -15,6 +15,9 @@ from queues.layout import (
     memcached_errors,
 )
 
+# A CAS changed by memcached moving the entry, then changed again meanwhile.
+ACK_ATTEMPTS = 3
+
 
 class Finishing(QueueBase):
     def _checked_receipt(self, receipt: object) -> tuple[str, int, int, str]:
@@ -47,6 +50,14 @@ class Finishing(QueueBase):
             return []
         with memcached_errors():
             results = self._cas_acked(parsed)
+            for _ in range(ACK_ATTEMPTS):
+                changed = [k for k, ok in enumerate(results) if ok is False]
+                current = self._versions_now([parsed[k] for k in changed]) if changed else []
+                again = [(k, now) for k, now in zip(changed, current, strict=True) if now is not None]
+                if not again:
+                    break
+                for (k, _), ok in zip(again, self._cas_acked([now for _, now in again]), strict=True):
+                    results[k] = ok
             done = [(gen, i) for (gen, i, _, _), ok in zip(parsed, results, strict=True) if ok is not False]
             # Without waiting: a claim left behind only lapses on its own.
             if not self.speaks_meta:  # mirrored
@@ -83,6 +94,32 @@ class Finishing(QueueBase):
             results[int(token)] = False if reply.status == b"EX" else None
         return results
 
+    def _versions_now(
+        self, parsed: list[tuple[str, int, int, str]]
+    ) -> list[tuple[str, int, int, str] | None]:
+        """For receipts whose entry's CAS changed since: the receipt at the
+        entry's CAS now if the entry is still the one delivered (memcached
+        moved it to another slab page: same bytes, new CAS), else None (it
+        was delivered again, finished or gone)."""
+        found = self.client.gets_many([self._key(gen, "m", i) for gen, i, _, _ in parsed])
+        out: list[tuple[str, int, int, str] | None] = []
+        for gen, i, _, token in parsed:
+            raw, now = found.get(self._key(gen, "m", i), (None, None))
+            same = raw is not None and self._same_delivery(gen, i, token, raw)
+            out.append((gen, i, int(now), token) if same else None)
+        return out
+
+    def _same_delivery(self, gen: str, i: int, token: str, raw: bytes) -> bool:
+        """Whether entry `raw` is as the receipt's delivery left it: every
+        redelivery rewrites the entry with its count one higher."""
+        count = entries.delivered_after(token)
+        if count is None or entries.is_finished(raw):
+            return False
+        try:
+            return entries.decode(self.key_base, raw, gen, i).redeliveries == count
+        except BadEntry:
+            return False
+
     def _still_mine(
         self, parsed: list[tuple[str, int, int, str]], receipts: Sequence[str]
     ) -> tuple[list[tuple[str, int]], list[str]]:
@@ -92,9 +129,9 @@ class Finishing(QueueBase):
             return [], []
         found = self.client.gets_many([self._key(gen, "m", i) for gen, i, _, _ in parsed])
         mine, lost = [], []
-        for (gen, i, version, _), receipt in zip(parsed, receipts, strict=True):
-            _, now = found.get(self._key(gen, "m", i), (None, None))
-            if now is None or int(now) == version:
+        for (gen, i, version, token), receipt in zip(parsed, receipts, strict=True):
+            raw, now = found.get(self._key(gen, "m", i), (None, None))
+            if now is None or int(now) == version or self._same_delivery(gen, i, token, raw):
                 mine.append((gen, i))
             else:
                 lost.append(receipt)

@@ -2,6 +2,7 @@
 resets, redelivery."""
 
 import random
+import re
 import threading
 import time
 
@@ -10,7 +11,7 @@ import pytest
 from core.client import server_client
 from queues.core import Queue, producer
 from queues.exceptions import InvalidQueueName, MessageTooLarge
-from tests.harness import keyspace
+from tests.harness import keyspace, processes
 from tests.harness.hostile import HOSTILE
 from tests.harness.processes import wait_for
 
@@ -455,3 +456,47 @@ def test_everyone_follows_when_the_generation_key_changes_under_them(fast, damag
     while time.monotonic() < deadline:
         assert consumer.claim_many(10) == []
     assert consumer.stats()["in"] == 3
+
+
+def test_acks_hold_when_memcached_moves_entries_to_another_page(settings, tmp_path):
+    # memcached gives an item a new CAS when it moves the item's slab page (its automover does,
+    # on its own, as the sizes of what a farm stores change). A receipt names the CAS it was
+    # delivered at: the ack, reject and bury of that same delivery must still hold.
+    process, address = processes.memcached(tmp_path)
+    try:
+        settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [address]}
+        queue = Queue("paged")
+        queue.put_many([b"p" * 20_000] * 3)  # first in their slab class's first page
+        acked, rejected, buried = queue.claim_many(3)
+        # memcached moves a page of a class that has another; what the page holds goes into
+        # free chunks of the class elsewhere.
+        fillers = {f"filler:{i}": b"f" * 20_000 for i in range(60)}
+        queue.client.set_many(fillers)
+        queue.client.delete_many(list(fillers))
+        slab = _slab_of(address, 20_000)
+        keys = [queue._key(m.generation, "m", m.index) for m in (acked, rejected, buried)]
+        before = queue.client.gets_many(keys)
+        assert keyspace._command(address, b"slabs reassign %d 0\r\n" % slab, b"\r\n") == b"OK\r\n"
+
+        def moved() -> bool:
+            now = queue.client.gets_many(keys)
+            assert [now[k][0] for k in keys] == [before[k][0] for k in keys]  # moved, not evicted
+            return all(now[k][1] != before[k][1] for k in keys)
+
+        wait_for(moved, timeout=10, what="memcached moved the page")
+        queue.ack(acked.receipt)
+        assert queue.reject(rejected.receipt) is not None
+        queue.bury(buried, "cannot process it")
+        stats = queue.stats()
+        assert (stats["acked"], stats["dead_letters"]) == (1, 1)
+        assert [m.body[:1] for m in queue.claim_many(3)] == [b"p"]  # the rejected one, once
+    finally:
+        process.stop()
+
+
+def _slab_of(address: str, size: int) -> int:
+    """The slab class that holds the items of about `size` bytes."""
+    reply = keyspace._command(address, b"stats slabs\r\n", b"END\r\n").decode()
+    sizes = {int(m[1]): int(m[2]) for m in re.finditer(r"STAT (\d+):chunk_size (\d+)", reply)}
+    used = {int(m[1]) for m in re.finditer(r"STAT (\d+):used_chunks [1-9]", reply)}
+    return min(c for c in used if sizes[c] >= size)
