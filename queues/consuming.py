@@ -1,22 +1,25 @@
-"""Taking messages out: claims, prefetching, delivery, and burying what
-cannot be delivered."""
+"""Taking messages out: claims, prefetching and delivery. The consumer's
+finisher (queues/finishing.py) acks, rejects and buries what it handed
+out; its recovery scan (queues/recovery.py) delivers what lost its claim."""
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 
 from pymemcache.exceptions import MemcacheClientError
 
-from core.tampering import refused
 from queues import entries
 from queues.entries import HOLE, BadEntry
+from queues.finishing import Finisher
 from queues.layout import (
-    DeadLetter,
+    Layout,
     Message,
-    QueueBase,
     memcached_errors,
     number,
 )
+from queues.producing import Producer
+from queues.recovery import RecoveryScan
 
 logger = logging.getLogger(__name__)
 
@@ -28,21 +31,43 @@ CLAIMED = b"1"
 ISSUED_KEPT = 10_000
 
 
-class Consuming(QueueBase):
+class Consumer:
+    """A queue's consumer part. Its state is this process's: the prefetched
+    messages, the receipts it issued, and the indexes it took whose entries
+    were not written yet (all of them of one generation)."""
+
+    def __init__(self, layout: Layout, producer: Producer) -> None:
+        self.layout = layout
+        self._buffer: deque[tuple[float, Message]] = deque()
+        self._issued: dict[str, tuple[str, int, int, str]] = {}  # receipt -> its parts
+        self._busy = False  # the last fresh take found more than it asked for
+        self._missing: dict[int, float] = {}  # index -> when first seen empty
+        self._tail_seen = 0  # the tail as this consumer last read it
+        self._position_gen: str | None = None  # the generation the two above are of
+        self.finisher = Finisher(layout, producer, self._issued)
+        self.recovery = RecoveryScan(layout, self._deliver, self._mark_holes)
+
+    def _at(self, gen: str) -> None:
+        """Work in `gen` from now: what this consumer knew of another generation goes."""
+        if gen != self._position_gen:
+            self._position_gen = gen
+            self._missing.clear()
+            self._tail_seen = 0
+
     def claim(self) -> Message | None:
         """One message, or None. Claims up to PREFETCH at a time when the queue
         has them and hands them out one by one; a buffered message whose claim
         is past half the visibility timeout is dropped, not handed out (it will
         be redelivered to someone with time to finish it)."""
         if not self._buffer:
-            messages = self.claim_many(self.prefetch)
+            messages = self.claim_many(self.layout.prefetch)
             now = time.monotonic()
             self._buffer.extend((now, m) for m in messages)
         buffered = self._from_buffer(1)
         return buffered[0] if buffered else None
 
     def _from_buffer(self, limit: int) -> list[Message]:
-        fresh_after = time.monotonic() - self.visibility_timeout / 2
+        fresh_after = time.monotonic() - self.layout.visibility_timeout / 2
         out: list[Message] = []
         while self._buffer and len(out) < limit:
             claimed_at, message = self._buffer.popleft()
@@ -58,9 +83,9 @@ class Consuming(QueueBase):
         with memcached_errors():
             keys = []
             for message in given:
-                gen, index, _, _ = self._checked_receipt(message.receipt)
-                keys.append(self._key(gen, "c", index))
-            self.client.delete_many(keys, noreply=False)
+                gen, index, _, _ = self.finisher.checked_receipt(message.receipt)
+                keys.append(self.layout.key(gen, "c", index))
+            self.layout.client.delete_many(keys, noreply=False)
         if messages is None:
             self._buffer.clear()
 
@@ -73,21 +98,21 @@ class Consuming(QueueBase):
             messages += self._take_missing(limit - len(messages))
             if len(messages) < limit:
                 messages += self._take_fresh(limit - len(messages))
-            due = time.monotonic() - self._last_recover >= self.recover_interval
-            if len(messages) < limit and due:
-                messages += self._recover(limit - len(messages))
+            if len(messages) < limit and self.recovery.due():
+                messages += self.recovery.recover(limit - len(messages))
             return messages
 
     def _take_fresh(self, limit: int) -> list[Message]:
-        gen = self._generation()
-        head_key, tail_key = self._key(gen, "head"), self._key(gen, "tail")
+        gen = self.layout.generation()
+        self._at(gen)
+        head_key, tail_key = self.layout.key(gen, "head"), self.layout.key(gen, "tail")
         n = limit
         if not self._busy:
             # Look before taking, so polling an empty queue takes no index.
-            found = self.client.get_many([head_key, tail_key])
+            found = self.layout.client.get_many([head_key, tail_key])
             tail, head = number(found.get(tail_key), -1), number(found.get(head_key), -1)
             if tail is None or head is None or tail < 0 or head < 0:
-                self._counters_lost(gen)
+                self.layout.counters_lost(gen)
                 return []
             self._tail_seen = tail
             available = tail - head
@@ -96,11 +121,11 @@ class Consuming(QueueBase):
             n = min(limit, available)
             self._busy = available > n
         try:
-            last = self.client.incr(head_key, n)
+            last = self.layout.client.incr(head_key, n)
         except MemcacheClientError:
             last = None
         if last is None:
-            self._counters_lost(gen)
+            self.layout.counters_lost(gen)
             return []
         # On a busy queue we took without looking; an index past the tail is
         # then held (in _missing) for the next producer, like any unwritten one.
@@ -110,23 +135,23 @@ class Consuming(QueueBase):
 
     def _take_missing(self, limit: int) -> list[Message]:
         """Indexes this consumer took whose entries were not written yet."""
-        if not self._missing or self._gen is None:
+        if not self._missing or self.layout.gen != self._position_gen:
             return []
         # Indexes past the tail last seen have no producer yet: no trip for them.
         due = [i for i in sorted(self._missing) if i <= self._tail_seen][: max(limit, 1)]
-        return self._deliver(self._gen, due, recovering=False) if due else []
+        return self._deliver(self.layout.gen, due, recovering=False) if due else []
 
     def _deliver(self, gen: str, indexes: Sequence[int], *, recovering: bool) -> list[Message]:
-        if not recovering and self.speaks_meta:
+        if not recovering and self.layout.speaks_meta:
             return self._deliver_claimed(gen, indexes)
-        keys = {i: self._key(gen, "m", i) for i in indexes}
-        tail_key = self._key(gen, "tail")
-        found = self.client.gets_many([*keys.values(), tail_key])
+        keys = {i: self.layout.key(gen, "m", i) for i in indexes}
+        tail_key = self.layout.key(gen, "tail")
+        found = self.layout.client.gets_many([*keys.values(), tail_key])
         # An index past the tail (a busy consumer took it without looking) has
         # no producer yet: it is never a hole, or the floor would pass it and
         # the producer that takes it later would write below the floor.
         tail = number(found.get(tail_key, (None, None))[0], 0) or 0
-        current = gen == self._gen
+        current = gen == self._position_gen
         if current:
             self._tail_seen = tail
         now = time.monotonic()
@@ -139,7 +164,7 @@ class Consuming(QueueBase):
             if raw is None:
                 # Past the horizon an empty index has waited long enough already.
                 seen = self._missing.setdefault(i, 0.0 if recovering else now)
-                if now - seen >= self.hole_wait and i <= tail:
+                if now - seen >= self.layout.hole_wait and i <= tail:
                     holes.append(i)
                 continue
             self._missing.pop(i, None)
@@ -149,8 +174,10 @@ class Consuming(QueueBase):
         if not ready:
             return []
         # The claim only has to exist: receipts are checked against the entry's version.
-        claim_keys = {i: self._key(gen, "c", i) for i in ready}
-        claimed = self.client.add_many({claim_keys[i]: CLAIMED for i in ready}, self.visibility_timeout)
+        claim_keys = {i: self.layout.key(gen, "c", i) for i in ready}
+        claimed = self.layout.client.add_many(
+            {claim_keys[i]: CLAIMED for i in ready}, self.layout.visibility_timeout
+        )
         taken, dead, rewrites = [], [], {}
         for i, (raw, version) in ready.items():
             if not claimed[claim_keys[i]]:
@@ -161,8 +188,8 @@ class Consuming(QueueBase):
                 # A new version: the receipts of earlier deliveries no longer match it.
                 rewrites[keys[i]] = entries.with_redeliveries(ready[i][0], redeliveries)
         if rewrites:  # we hold these claims: nobody else writes the entries now
-            self.client.set_many(rewrites, expire=self.entry_ttl, noreply=False)
-            versions = self.client.gets_many(list(rewrites))
+            self.layout.client.set_many(rewrites, expire=self.layout.entry_ttl, noreply=False)
+            versions = self.layout.client.gets_many(list(rewrites))
             taken = [
                 (i, int(versions[keys[i]][1]) if keys[i] in versions else v, e, n) for i, v, e, n in taken
             ]
@@ -173,18 +200,17 @@ class Consuming(QueueBase):
         (meta mg and ms in add mode). A claim taken where there was nothing
         to deliver (not written yet, or finished) is dropped again at once,
         without waiting for an answer."""
-        client = self.client
-        prefix = client.key_prefix
+        client = self.layout.client
         indexes = list(indexes)
         n = len(indexes)
-        # The wire keys of _key(gen, "m" or "c", i), built in one step each.
-        base = b"%s%s:%s:" % (prefix, self.key_base.encode(), gen.encode())
+        # The wire keys of layout.key(gen, "m" or "c", i), built in one step each.
+        base = self.layout.wire_base(gen)
         claim_keys = [b"%sc:%d" % (base, i) for i in indexes]
         commands = [b"mg %sm:%d v c\r\n" % (base, i) for i in indexes]
-        commands.append(b"mg %s%s v\r\n" % (prefix, self._key(gen, "tail").encode()))
+        commands.append(b"mg %stail v\r\n" % base)
         # Quiet: only a claim someone else holds answers (NS), named by its opaque.
         claims = [
-            b"ms %s 1 T%d ME q O%d\r\n%s\r\n" % (key, self.visibility_timeout, pos, CLAIMED)
+            b"ms %s 1 T%d ME q O%d\r\n%s\r\n" % (key, self.layout.visibility_timeout, pos, CLAIMED)
             for pos, key in enumerate(claim_keys)
         ]
         replies, refused = client.meta_quiet(commands, claims)
@@ -192,13 +218,13 @@ class Consuming(QueueBase):
         tail = self._tail_seen = number(replies[n].value, 0) or 0
         now = time.monotonic()
         holes, dropped, taken, dead = [], [], [], []
-        decode = entries.decoder(self.key_base)
+        decode = entries.decoder(self.layout.key_base)
         for pos, i in enumerate(indexes):
             entry, ours = replies[pos], b"%d" % pos not in refused
             raw = entry.value
             if raw is None:
                 seen = self._missing.setdefault(i, now)
-                if now - seen >= self.hole_wait and i <= tail:
+                if now - seen >= self.layout.hole_wait and i <= tail:
                     holes.append(i)
             else:
                 self._missing.pop(i, None)
@@ -225,12 +251,12 @@ class Consuming(QueueBase):
     ) -> None:
         """A claimed entry: to hand out (into `taken`), or to the dead letters."""
         try:
-            entry = decode(raw, gen, i) if decode else entries.decode(self.key_base, raw, gen, i)
+            entry = decode(raw, gen, i) if decode else entries.decode(self.layout.key_base, raw, gen, i)
         except BadEntry as exc:
             dead.append((i, "", None, raw, 1, str(exc)))
             return
         redeliveries = entry.redeliveries + 1 if recovering else entry.redeliveries
-        if redeliveries >= self.max_deliveries and not self.dead:
+        if redeliveries >= self.layout.max_deliveries and not self.layout.dead:
             reason = f"delivered {redeliveries} times without being acknowledged"
             dead.append((i, "", entry.enqueued_at, entry.body, redeliveries, reason))
             return
@@ -240,9 +266,11 @@ class Consuming(QueueBase):
         """Indexes nobody wrote in time: mark them, unless their producer wins the race."""
         if not holes:
             return
-        keys = {i: self._key(gen, "m", i) for i in holes}
-        marked = self.client.add_many({keys[i]: HOLE for i in holes}, self.hole_ttl)
-        self._stat("holes", sum(1 for ok in marked.values() if ok))
+        keys = {i: self.layout.key(gen, "m", i) for i in holes}
+        marked = self.layout.client.add_many({keys[i]: HOLE for i in holes}, self.layout.hole_ttl)
+        self.layout.stat("holes", sum(1 for ok in marked.values() if ok))
+        if gen != self._position_gen:
+            return  # a generation the queue moved on from: its scan looks again
         for i in holes:
             if marked[keys[i]]:
                 self._missing.pop(i, None)
@@ -251,7 +279,7 @@ class Consuming(QueueBase):
 
     def _handed_out(self, gen: str, taken: list, dead: list, *, recovering: bool) -> list[Message]:
         messages = []
-        receipts = entries.receipt_maker(self.key_base, gen)
+        receipts = entries.receipt_maker(self.layout.key_base, gen)
         issued = self._issued
         if len(issued) > ISSUED_KEPT:
             issued.clear()  # receipts never acknowledged here: checked the long way
@@ -260,7 +288,7 @@ class Consuming(QueueBase):
             issued[receipt] = (gen, i, version, token)
             messages.append(
                 Message(
-                    queue=self.name,
+                    queue=self.layout.name,
                     index=i,
                     body=entry.body,
                     receipt=receipt,
@@ -271,35 +299,9 @@ class Consuming(QueueBase):
                 )
             )
         if dead:
-            self._bury(gen, dead)
+            self.finisher.bury_entries(gen, dead)
         if messages:
-            self._stat("out", len(messages))
+            self.layout.stat("out", len(messages))
             if recovering:
-                self._stat("redelivered", len(messages))
+                self.layout.stat("redelivered", len(messages))
         return messages
-
-    def _bury(self, gen: str, dead: list[tuple[int, str, float | None, bytes, int, str]]) -> None:
-        """Move claimed entries to the dead letters, then finish them here."""
-        if self.dead:
-            # A dead letter that is not ours: dropped (it is counted as refused).
-            for i, _, _, _, _, reason in dead:
-                refused("queue", self._key(gen, "m", i), reason)
-        else:
-            now = time.time()
-            letters = [
-                DeadLetter(
-                    reason=reason,
-                    queue=self.name,
-                    index=i,
-                    deliveries=deliveries,
-                    enqueued_at=enqueued_at,
-                    dead_at=now,
-                    body=body,
-                ).to_json()
-                for i, _, enqueued_at, body, deliveries, reason in dead
-            ]
-            for i, _, _, _, _, reason in dead:
-                logger.warning("queue %s: message %s:%s to the dead letters: %s", self.name, gen, i, reason)
-            self.dead_letters().put_many(letters)
-            self._stat("dead", len(dead))
-        self._finish([(gen, i) for i, *_ in dead])

@@ -57,26 +57,138 @@ the ones behind it.
 
 import os
 import threading
+from collections.abc import Callable, Sequence
 
-from core.client import client_epoch
+from pymemcache.client.base import Client
+
+from core.client import MetaBatch, MetaReply, StableHashClient, client_epoch
 from queues.conf import get_config
-from queues.consuming import Consuming
-from queues.finishing import Finishing
-from queues.layout import STATS, DeadLetter, Message
-from queues.looking import Looking
-from queues.producing import Producing
-from queues.recovery import Recovery
+from queues.consuming import Consumer
+from queues.layout import STATS, DeadLetter, Layout, Message
+from queues.looking import Inspector
+from queues.producing import Producer
 
 __all__ = ["STATS", "DeadLetter", "Message", "Queue", "producer"]
 
 
-class Queue(Producing, Consuming, Recovery, Finishing, Looking):
+class Queue:
     """One named queue. Cheap to make; not to be shared between threads.
 
+    It composes a key layout (queues/layout.py: keys, settings, generation,
+    counters) with a producer (producing.py), a consumer (consuming.py, with
+    its finisher, finishing.py, and recovery scan, recovery.py) and an
+    inspector (looking.py).
+
     dead=True: the queue's dead letters (`dead_letters()` makes it).
-    Its parts: queues/layout.py (keys, settings, generation), producing.py,
-    consuming.py, recovery.py, finishing.py, looking.py.
     """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        client: Client | None = None,
+        ring: StableHashClient | None = None,
+        dead: bool = False,
+    ) -> None:
+        self.layout = Layout(name, client=client, ring=ring, dead=dead)
+        self.producer = Producer(self.layout)
+        self.consumer = Consumer(self.layout, self.producer)
+        self.inspector = Inspector(self.layout)
+
+    @property
+    def name(self) -> str:
+        return self.layout.name
+
+    @property
+    def dead(self) -> bool:
+        return self.layout.dead
+
+    @property
+    def client(self) -> Client:
+        return self.layout.client
+
+    # The settings a caller may change for this queue alone (the Celery transport does).
+    @property
+    def prefetch(self) -> int:
+        return self.layout.prefetch
+
+    @prefetch.setter
+    def prefetch(self, value: int) -> None:
+        self.layout.prefetch = value
+
+    @property
+    def visibility_timeout(self) -> int:
+        return self.layout.visibility_timeout
+
+    @visibility_timeout.setter
+    def visibility_timeout(self, value: int) -> None:
+        self.layout.visibility_timeout = value
+
+    def dead_letters(self) -> "Queue":
+        """This queue's dead letters, a queue of DeadLetter JSON documents."""
+        dead = Queue(self.name, client=self.client, dead=True)
+        dead.visibility_timeout = self.visibility_timeout
+        return dead
+
+    # -- the producer -------------------------------------------------------------
+
+    def put(self, body: bytes) -> int:
+        return self.producer.put(body)
+
+    def put_many(self, bodies: Sequence[bytes], *, redeliveries: int = 0) -> list[int]:
+        return self.producer.put_many(bodies, redeliveries=redeliveries)
+
+    def reserve_in(self, batch: MetaBatch) -> Callable[[list[MetaReply]], None] | None:
+        return self.producer.reserve_in(batch)
+
+    # -- the consumer -------------------------------------------------------------
+
+    def claim(self) -> Message | None:
+        return self.consumer.claim()
+
+    def claim_many(self, limit: int) -> list[Message]:
+        return self.consumer.claim_many(limit)
+
+    def release(self, messages: Sequence[Message] | None = None) -> None:
+        self.consumer.release(messages)
+
+    def ack(self, receipt: str) -> None:
+        self.consumer.finisher.ack(receipt)
+
+    def ack_many(self, receipts: Sequence[str]) -> list[str]:
+        return self.consumer.finisher.ack_many(receipts)
+
+    def reject(self, receipt: str) -> int | None:
+        return self.consumer.finisher.reject(receipt)
+
+    def extend(self, receipts: Sequence[str], seconds: int | None = None) -> None:
+        self.consumer.finisher.extend(receipts, seconds)
+
+    def bury(self, message: Message, reason: str) -> None:
+        self.consumer.finisher.bury(message, reason)
+
+    def bury_many(self, messages: Sequence[tuple[Message, str]]) -> None:
+        self.consumer.finisher.bury_many(messages)
+
+    # -- the inspector ------------------------------------------------------------
+
+    def exists(self) -> bool:
+        return self.inspector.exists()
+
+    def stats(self) -> dict[str, int]:
+        return self.inspector.stats()
+
+    def holds_nothing(self) -> bool:
+        return self.inspector.holds_nothing()
+
+    def peek(self, limit: int, *, unreadable: list[int] | None = None) -> list[Message]:
+        return self.inspector.peek(limit, unreadable=unreadable)
+
+    def held_bytes(self) -> int:
+        return self.inspector.held_bytes()
+
+    def purge(self) -> int:
+        return self.inspector.purge()
 
 
 _local = threading.local()

@@ -1,8 +1,11 @@
 """Finishing messages: ack, reject, extend, bury, all checked against the
 receipt the delivery issued."""
 
+import logging
+import time
 from collections.abc import Sequence
 
+from core.tampering import refused
 from queues import entries
 from queues.entries import ACKED, BadEntry
 from queues.exceptions import (
@@ -10,17 +13,31 @@ from queues.exceptions import (
     InvalidReceipt,
 )
 from queues.layout import (
+    DeadLetter,
+    Layout,
     Message,
-    QueueBase,
     memcached_errors,
 )
+from queues.producing import Producer
+
+logger = logging.getLogger(__name__)
 
 # A CAS changed by memcached moving the entry, then changed again meanwhile.
 ACK_ATTEMPTS = 3
 
 
-class Finishing(QueueBase):
-    def _checked_receipt(self, receipt: object) -> tuple[str, int, int, str]:
+class Finisher:
+    """A consumer's part that finishes what it handed out: ack, reject,
+    extend and bury, each checked against the delivery's receipt."""
+
+    def __init__(
+        self, layout: Layout, producer: Producer, issued: dict[str, tuple[str, int, int, str]]
+    ) -> None:
+        self.layout = layout
+        self.producer = producer  # a reject puts the message again at the tail
+        self._issued = issued  # receipts its consumer handed out, checked already
+
+    def checked_receipt(self, receipt: object) -> tuple[str, int, int, str]:
         """(generation, index, version, token) of a receipt this farm issued
         for this queue; InvalidReceipt for anything else (malformed, forged)."""
         issued = self._issued.get(receipt) if isinstance(receipt, str) else None
@@ -29,7 +46,7 @@ class Finishing(QueueBase):
         parsed = entries.parse_receipt(receipt)
         if parsed is None:
             raise InvalidReceipt("malformed receipt")
-        if not entries.issued_here(self.key_base, *parsed):
+        if not entries.issued_here(self.layout.key_base, *parsed):
             raise InvalidReceipt("this receipt was not issued by this queue")
         return parsed
 
@@ -45,7 +62,7 @@ class Finishing(QueueBase):
         message was delivered again since (another consumer holds it now). An
         ack after the visibility timeout that nobody took over still counts
         (at-least-once)."""
-        parsed = [self._checked_receipt(r) for r in receipts]
+        parsed = [self.checked_receipt(r) for r in receipts]
         if not parsed:
             return []
         with memcached_errors():
@@ -60,16 +77,16 @@ class Finishing(QueueBase):
                     results[k] = ok
             done = [(gen, i) for (gen, i, _, _), ok in zip(parsed, results, strict=True) if ok is not False]
             # Without waiting: a claim left behind only lapses on its own.
-            if not self.speaks_meta:  # mirrored
-                self.client.delete_many([self._key(gen, "c", i) for gen, i in done], noreply=True)
-                self._stat("acked", sum(1 for ok in results if ok))
+            if not self.layout.speaks_meta:  # mirrored
+                self.layout.client.delete_many(
+                    [self.layout.key(gen, "c", i) for gen, i in done], noreply=True
+                )
+                self.layout.stat("acked", sum(1 for ok in results if ok))
             else:
-                prefix, base = self.client.key_prefix, self.key_base.encode()
-                deletes = [
-                    b"delete %s%s:%s:c:%d noreply\r\n" % (prefix, base, g.encode(), i) for g, i in done
-                ]
-                stat = self._stat_command("acked", sum(1 for ok in results if ok))
-                self.client.meta([], quietly=b"".join(deletes) + stat)
+                bases = {g: self.layout.wire_base(g) for g in {g for g, _ in done}}
+                deletes = [b"delete %sc:%d noreply\r\n" % (bases[g], i) for g, i in done]
+                stat = self.layout.stat_command("acked", sum(1 for ok in results if ok))
+                self.layout.client.meta([], quietly=b"".join(deletes) + stat)
         for receipt in receipts:
             self._issued.pop(receipt, None)
         return [receipt for receipt, ok in zip(receipts, results, strict=True) if ok is False]
@@ -77,18 +94,19 @@ class Finishing(QueueBase):
     def _cas_acked(self, parsed: list[tuple[str, int, int, str]]) -> list[bool | None]:
         """Mark each entry acked if it is still at its receipt's version, in one
         round trip: True stored, False changed since (EX), None gone (NF)."""
-        if not self.speaks_meta:  # mirrored: the classic pipeline both servers take
-            return self.client.cas_many(
-                [(self._key(gen, "m", i), ACKED, version) for gen, i, version, _ in parsed], self.finished_ttl
+        if not self.layout.speaks_meta:  # mirrored: the classic pipeline both servers take
+            return self.layout.client.cas_many(
+                [(self.layout.key(gen, "m", i), ACKED, version) for gen, i, version, _ in parsed],
+                self.layout.finished_ttl,
             )
-        prefix, base, ttl = self.client.key_prefix, self.key_base.encode(), self.finished_ttl
+        ttl = self.layout.finished_ttl
+        bases = {gen: self.layout.wire_base(gen) for gen in {p[0] for p in parsed}}
         # Quiet: only an entry changed since (EX) or gone (NF) answers, named by its opaque.
         commands = [
-            b"ms %s%s:%s:m:%d 1 C%d T%d q O%d\r\n%s\r\n"
-            % (prefix, base, gen.encode(), i, version, ttl, pos, ACKED)
+            b"ms %sm:%d 1 C%d T%d q O%d\r\n%s\r\n" % (bases[gen], i, version, ttl, pos, ACKED)
             for pos, (gen, i, version, _) in enumerate(parsed)
         ]
-        _, failed = self.client.meta_quiet([], commands)
+        _, failed = self.layout.client.meta_quiet([], commands)
         results: list[bool | None] = [True] * len(parsed)
         for token, reply in failed.items():
             results[int(token)] = False if reply.status == b"EX" else None
@@ -101,10 +119,10 @@ class Finishing(QueueBase):
         entry's CAS now if the entry is still the one delivered (memcached
         moved it to another slab page: same bytes, new CAS), else None (it
         was delivered again, finished or gone)."""
-        found = self.client.gets_many([self._key(gen, "m", i) for gen, i, _, _ in parsed])
+        found = self.layout.client.gets_many([self.layout.key(gen, "m", i) for gen, i, _, _ in parsed])
         out: list[tuple[str, int, int, str] | None] = []
         for gen, i, _, token in parsed:
-            raw, now = found.get(self._key(gen, "m", i), (None, None))
+            raw, now = found.get(self.layout.key(gen, "m", i), (None, None))
             same = raw is not None and self._same_delivery(gen, i, token, raw)
             out.append((gen, i, int(now), token) if same else None)
         return out
@@ -116,7 +134,7 @@ class Finishing(QueueBase):
         if count is None or entries.is_finished(raw):
             return False
         try:
-            return entries.decode(self.key_base, raw, gen, i).redeliveries == count
+            return entries.decode(self.layout.key_base, raw, gen, i).redeliveries == count
         except BadEntry:
             return False
 
@@ -127,63 +145,65 @@ class Finishing(QueueBase):
         gone) and those whose message was delivered again since."""
         if not parsed:
             return [], []
-        found = self.client.gets_many([self._key(gen, "m", i) for gen, i, _, _ in parsed])
+        found = self.layout.client.gets_many([self.layout.key(gen, "m", i) for gen, i, _, _ in parsed])
         mine, lost = [], []
         for (gen, i, version, token), receipt in zip(parsed, receipts, strict=True):
-            raw, now = found.get(self._key(gen, "m", i), (None, None))
+            raw, now = found.get(self.layout.key(gen, "m", i), (None, None))
             if now is None or int(now) == version or self._same_delivery(gen, i, token, raw):
                 mine.append((gen, i))
             else:
                 lost.append(receipt)
         return mine, lost
 
-    def _finish(self, finished: Sequence[tuple[str, int]]) -> None:
+    def finish(self, finished: Sequence[tuple[str, int]]) -> None:
         """Mark entries acked (deleted once the floor passes them) and drop
         their claims, in one round trip."""
         if not finished:
             return
-        self.client.set_many(
-            {self._key(gen, "m", i): ACKED for gen, i in finished}, expire=self.finished_ttl, noreply=False
+        self.layout.client.set_many(
+            {self.layout.key(gen, "m", i): ACKED for gen, i in finished},
+            expire=self.layout.finished_ttl,
+            noreply=False,
         )
-        self.client.delete_many([self._key(gen, "c", i) for gen, i in finished], noreply=True)
+        self.layout.client.delete_many([self.layout.key(gen, "c", i) for gen, i in finished], noreply=True)
 
     def extend(self, receipts: Sequence[str], seconds: int | None = None) -> None:
         """Keep claims alive: their messages stay hidden `seconds` more."""
         if not receipts:
             return
-        seconds = seconds or self.visibility_timeout
+        seconds = seconds or self.layout.visibility_timeout
         with memcached_errors():
             keys = []
             for receipt in receipts:
-                gen, i, _, _ = self._checked_receipt(receipt)
-                keys.append(self._key(gen, "c", i))
-            self.client.touch_many(keys, int(seconds))
+                gen, i, _, _ = self.checked_receipt(receipt)
+                keys.append(self.layout.key(gen, "c", i))
+            self.layout.client.touch_many(keys, int(seconds))
 
     def reject(self, receipt: str) -> int | None:
         """Put the message back at the tail, marked redelivered; returns its new
         index, or None if it went to the dead letters (rejected once too
         often) or was already finished. ClaimLost if another consumer holds it."""
-        parsed = self._checked_receipt(receipt)
+        parsed = self.checked_receipt(receipt)
         gen, i = parsed[:2]
         with memcached_errors():
             mine, lost = self._still_mine([parsed], [receipt])
             if lost:
                 raise ClaimLost("the message's claim expired and another consumer holds it now")
-            raw = self.client.get(self._key(gen, "m", i))
+            raw = self.layout.client.get(self.layout.key(gen, "m", i))
             if raw is None or entries.is_finished(raw):
                 return None
             try:
-                entry = entries.decode(self.key_base, raw, gen, i)
+                entry = entries.decode(self.layout.key_base, raw, gen, i)
             except BadEntry as exc:
-                self._bury(gen, [(i, receipt, None, raw, 1, str(exc))])
+                self.bury_entries(gen, [(i, receipt, None, raw, 1, str(exc))])
                 return None
             redeliveries = entry.redeliveries + 1
-            if redeliveries >= self.max_deliveries and not self.dead:
+            if redeliveries >= self.layout.max_deliveries and not self.layout.dead:
                 reason = f"rejected or redelivered {redeliveries} times"
-                self._bury(gen, [(i, receipt, entry.enqueued_at, entry.body, redeliveries, reason)])
+                self.bury_entries(gen, [(i, receipt, entry.enqueued_at, entry.body, redeliveries, reason)])
                 return None
-            (index,) = self.put_many([entry.body], redeliveries=redeliveries)
-            self._finish(mine)
+            (index,) = self.producer.put_many([entry.body], redeliveries=redeliveries)
+            self.finish(mine)
             return index
 
     def bury(self, message: Message, reason: str) -> None:
@@ -195,7 +215,7 @@ class Finishing(QueueBase):
     def bury_many(self, messages: Sequence[tuple[Message, str]]) -> None:
         if not messages:
             return
-        parsed = [self._checked_receipt(m.receipt) for m, _ in messages]
+        parsed = [self.checked_receipt(m.receipt) for m, _ in messages]
         with memcached_errors():
             mine, _ = self._still_mine(parsed, [m.receipt for m, _ in messages])
             keep = set(mine)
@@ -212,4 +232,32 @@ class Finishing(QueueBase):
                     )
                     by_gen.setdefault(gen, []).append(letter)
             for gen, letters in by_gen.items():
-                self._bury(gen, letters)
+                self.bury_entries(gen, letters)
+
+    def bury_entries(self, gen: str, dead: list[tuple[int, str, float | None, bytes, int, str]]) -> None:
+        """Move claimed entries to the dead letters, then finish them here."""
+        if self.layout.dead:
+            # A dead letter that is not ours: dropped (it is counted as refused).
+            for i, _, _, _, _, reason in dead:
+                refused("queue", self.layout.key(gen, "m", i), reason)
+        else:
+            now = time.time()
+            letters = [
+                DeadLetter(
+                    reason=reason,
+                    queue=self.layout.name,
+                    index=i,
+                    deliveries=deliveries,
+                    enqueued_at=enqueued_at,
+                    dead_at=now,
+                    body=body,
+                ).to_json()
+                for i, _, enqueued_at, body, deliveries, reason in dead
+            ]
+            for i, _, _, _, _, reason in dead:
+                logger.warning(
+                    "queue %s: message %s:%s to the dead letters: %s", self.layout.name, gen, i, reason
+                )
+            Producer(Layout(self.layout.name, client=self.layout.client, dead=True)).put_many(letters)
+            self.layout.stat("dead", len(dead))
+        self.finish([(gen, i) for i, *_ in dead])

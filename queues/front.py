@@ -275,7 +275,7 @@ def forget_idle() -> list[str]:
 
 
 def _forget(queue: Queue) -> None:
-    gen = queue._generation()
+    gen = queue.layout.generation()
     client = server_client(f"q:{queue.name}")
     keys = [f"q:{queue.name}:gen", *(f"q:{queue.name}:{gen}:{k}" for k in ("tail", "head", "floor", "scan"))]
     keys += [f"q:{queue.name}:stat:{what}" for what in STATS] + [_bytes_key(queue.name)]

@@ -6,7 +6,6 @@ import base64
 import json
 import os
 import secrets
-from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -113,11 +112,11 @@ def number(raw: bytes | None, default: int) -> int | None:
         return None
 
 
-class QueueBase:
-    """The state and the keys of one named queue; Queue (queues/core.py) adds
-    what it does.
+class Layout:
+    """One named queue's keys, settings, generation and counters: what its
+    producer, consumer and inspector share (queues/core.py composes them).
 
-    dead=True: the queue's dead letters (`dead_letters()` makes it).
+    dead=True: the queue's dead letters.
     """
 
     def __init__(
@@ -147,22 +146,13 @@ class QueueBase:
         self.hole_ttl: int = config["HOLE_TTL"]
         self.entry_ttl: int = config["DEAD_LETTER_TTL"] if dead else 0
         self._mirrors: list[str] = config["MIRRORS"]
-        self._buffer: deque[tuple[float, Message]] = deque()
-        self._issued: dict[str, tuple[str, int, int, str]] = {}  # receipt -> its parts
-        self._busy = False  # the last fresh take found more than it asked for
         self._stats_ready = False
-        self._reserve: deque[int] = deque()  # indexes taken from the tail, not yet written
-        self._reserve_gen: str | None = None
-        self._reserved_at = 0.0
-        self._block = 1
-        self._last_put = -1.0
-        self._gen: str | None = None
-        self._missing: dict[int, float] = {}  # index -> when first seen empty
-        self._tail_seen = 0  # the tail as this consumer last read it
-        self._last_recover = 0.0
-        # Generations the queue moved on from that may still hold messages:
-        # gen -> (its tail when this consumer moved on, when).
-        self._superseded: dict[str, tuple[int, float]] = {}
+        # The generation this process works in, as it last read the gen key.
+        self.gen: str | None = None
+
+    @property
+    def ring(self) -> StableHashClient | None:
+        return self._ring
 
     # -- keys -------------------------------------------------------------------
 
@@ -186,64 +176,64 @@ class QueueBase:
             self._epoch = client_epoch()
         return self._client
 
-    def dead_letters(self) -> "QueueBase":
-        """This queue's dead letters, a queue of DeadLetter JSON documents."""
-        dead = type(self)(self.name, client=self.client, dead=True)
-        dead.visibility_timeout = self.visibility_timeout
-        return dead
-
-    def _gen_key(self) -> str:
+    def gen_key(self) -> str:
         return f"{self.key_base}:gen"
 
-    def _key(self, gen: str, *parts: object) -> str:
+    def key(self, gen: str, *parts: object) -> str:
         return ":".join([self.key_base, gen, *map(str, parts)])
 
-    def _stat(self, what: str, n: int = 1) -> None:
+    def wire_base(self, gen: str) -> bytes:
+        """The wire form of this generation's keys up to their last part
+        ("<namespace>:q:<name>:<gen>:"), made by the client: a batch appends
+        "m:<i>" or "c:<i>" to it instead of checking each key."""
+        return self.client.wire_key(self.key(gen, ""))
+
+    def stat(self, what: str, n: int = 1) -> None:
         """Best effort and without waiting for the reply: a counter never slows
         or fails the operation it counts."""
         try:
             if not self._stats_ready:
-                self.client.add_many({self._stat_key(s): b"0" for s in STATS})
+                self.client.add_many({self.stat_key(s): b"0" for s in STATS})
                 self._stats_ready = True
-            self.client.incr(self._stat_key(what), n, noreply=True)
+            self.client.incr(self.stat_key(what), n, noreply=True)
         except (MemcacheError, OSError):
             pass
 
-    def _uncount(self, what: str, n: int) -> None:
-        """Take back what a _stat_command counted ahead (a put that lost its index)."""
+    def uncount(self, what: str, n: int) -> None:
+        """Take back what a stat_command counted ahead (a put that lost its index)."""
         with suppress(MemcacheError, OSError):
             if n:
-                self.client.decr(self._stat_key(what), n, noreply=True)
+                self.client.decr(self.stat_key(what), n, noreply=True)
 
-    def _stat_command(self, what: str, n: int) -> bytes:
-        """_stat as a noreply command to send with others (once the counters exist)."""
+    def stat_command(self, what: str, n: int) -> bytes:
+        """stat() as a noreply command to send with others (once the counters exist)."""
         if not self._stats_ready or not n:
-            self._stat(what, n) if n else None
+            self.stat(what, n) if n else None
             return b""
-        return b"incr %s%s %d noreply\r\n" % (self.client.key_prefix, self._stat_key(what).encode(), n)
+        return b"incr %s %d noreply\r\n" % (self.client.wire_key(self.stat_key(what)), n)
 
-    def _stat_key(self, what: str) -> str:
+    def stat_key(self, what: str) -> str:
         return f"{self.key_base}:stat:{what}"
 
-    def _generation(self) -> str:
-        if self._gen is None:
-            raw = self.client.get(self._gen_key())
+    def generation(self) -> str:
+        if self.gen is None:
+            raw = self.client.get(self.gen_key())
             if raw is None or not entries.GENERATION_RE.fullmatch(raw.decode(errors="replace")):
                 if raw is not None:
-                    refused("queue", self._gen_key(), "not a generation id")
-                self._start_generation(expected=None if raw is None else raw.decode(errors="replace"))
-                raw = self.client.get(self._gen_key())
+                    refused("queue", self.gen_key(), "not a generation id")
+                self.start_generation(expected=None if raw is None else raw.decode(errors="replace"))
+                raw = self.client.get(self.gen_key())
                 if raw is None or not entries.GENERATION_RE.fullmatch(raw.decode(errors="replace")):
                     raise QueueUnavailable(f"queue {self.name}: no valid generation could be set")
-            self._gen = raw.decode()
+            self.gen = raw.decode()
             if not self.dead:
-                registry.register(self.name, self._gen)
+                registry.register(self.name, self.gen)
             register = getattr(self.client, "register", None)
             if register is not None:  # mirrored: the repair must know every queue
                 register(self.key_base)
-        return self._gen
+        return self.gen
 
-    def _moved_on(self, gen: str, named: bytes | None) -> str | None:
+    def moved_on(self, gen: str, named: bytes | None) -> str | None:
         """What the generation key holds, read beside work done in `gen` (which
         was alive then): the generation the queue moved on to, or None when it
         still names `gen`.
@@ -254,7 +244,7 @@ class QueueBase:
         the key so), everyone follows it."""
         if named == gen.encode():
             return None
-        key = self._gen_key()
+        key = self.gen_key()
         text = None if named is None else named.decode(errors="replace")
         if text is not None and entries.GENERATION_RE.fullmatch(text):
             return text
@@ -271,26 +261,24 @@ class QueueBase:
             return None  # put back (or still being fought over: the next look settles it)
         return now
 
-    def _start_generation(self, *, expected: str | None, reason: str = "resets") -> None:
+    def start_generation(self, *, expected: str | None, reason: str = "resets") -> None:
         """Move to a fresh key space, unless another process already has."""
         new = secrets.token_hex(4)
         for key, value in (("tail", b"0"), ("head", b"0"), ("floor", b"1")):
-            self.client.add(self._key(new, key), value, noreply=False)
+            self.client.add(self.key(new, key), value, noreply=False)
         if expected is None:
-            self.client.add(self._gen_key(), new.encode(), noreply=False)
+            self.client.add(self.gen_key(), new.encode(), noreply=False)
             return
-        raw, token = self.client.gets(self._gen_key())
+        raw, token = self.client.gets(self.gen_key())
         if raw is None:
-            self.client.add(self._gen_key(), new.encode(), noreply=False)
+            self.client.add(self.gen_key(), new.encode(), noreply=False)
         elif raw.decode(errors="replace") == expected and self.client.cas(
-            self._gen_key(), new.encode(), token, noreply=False
+            self.gen_key(), new.encode(), token, noreply=False
         ):
-            self._stat(reason)
+            self.stat(reason)
 
-    def _counters_lost(self, gen: str, reason: str = "resets") -> None:
+    def counters_lost(self, gen: str, reason: str = "resets") -> None:
         """tail or head is gone (a restart, flush) or not a number: start over in
         a new generation so fresh indexes cannot land on surviving old entries."""
-        self._start_generation(expected=gen, reason=reason)
-        self._gen = None
-        self._missing.clear()
-        self._tail_seen = 0
+        self.start_generation(expected=gen, reason=reason)
+        self.gen = None

@@ -5,28 +5,36 @@ from queues.entries import BadEntry
 from queues.layout import (
     SCAN_BATCH,
     STATS,
+    Layout,
     Message,
-    QueueBase,
     memcached_errors,
     number,
 )
 
 
-class Looking(QueueBase):
+class Inspector:
+    """A queue's part that looks without consuming."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+
+    def dead_letters(self) -> "Inspector":
+        return Inspector(Layout(self.layout.name, client=self.layout.client, dead=True))
+
     def exists(self) -> bool:
         """Whether some process has used this queue since memcached started.
         Unlike stats() and peek(), asking does not create it."""
         with memcached_errors():
-            return self.client.get(self._gen_key()) is not None
+            return self.layout.client.get(self.layout.gen_key()) is not None
 
     def stats(self) -> dict[str, int]:
         """Depth and counters in one round trip (two when there are dead letters)."""
         with memcached_errors():
-            gen = self._generation()
-            keys = [self._key(gen, k) for k in ("tail", "head", "floor")]
-            dead_gen_key = f"d{self.key_base}:gen"
-            keys += [self._stat_key(n) for n in STATS] + [dead_gen_key]
-            found = self.client.get_many(keys)
+            gen = self.layout.generation()
+            keys = [self.layout.key(gen, k) for k in ("tail", "head", "floor")]
+            dead_gen_key = f"d{self.layout.key_base}:gen"
+            keys += [self.layout.stat_key(n) for n in STATS] + [dead_gen_key]
+            found = self.layout.client.get_many(keys)
             tail, head, floor = (number(found.get(k), 0) or 0 for k in keys[:3])
             result = {
                 "ready": max(tail - head, 0),
@@ -34,15 +42,15 @@ class Looking(QueueBase):
                 "tail": tail,
                 "head": head,
                 "floor": floor,
-                **{n: number(found.get(self._stat_key(n)), 0) or 0 for n in STATS},
+                **{n: number(found.get(self.layout.stat_key(n)), 0) or 0 for n in STATS},
                 "dead_letters": 0,
             }
             dead_gen = found.get(dead_gen_key)
-            if dead_gen is not None and not self.dead:
+            if dead_gen is not None and not self.layout.dead:
                 # Not yet finished: waiting, or being looked at (claimed).
                 dead = self.dead_letters()
-                dead_keys = [dead._key(dead_gen.decode(errors="replace"), k) for k in ("tail", "floor")]
-                counts = self.client.get_many(dead_keys)
+                dead_keys = [dead.layout.key(dead_gen.decode(errors="replace"), k) for k in ("tail", "floor")]
+                counts = self.layout.client.get_many(dead_keys)
                 dead_tail, dead_floor = (
                     number(counts.get(dead_keys[0]), 0),
                     number(counts.get(dead_keys[1]), 1),
@@ -61,26 +69,28 @@ class Looking(QueueBase):
         Entries whose MAC fails are left out; their indexes go into
         `unreadable` when it is given (a tool says so)."""
         with memcached_errors():
-            gen = self._generation()
-            found = self.client.get_many([self._key(gen, "floor"), self._key(gen, "tail")])
-            floor = number(found.get(self._key(gen, "floor")), 1) or 1
-            tail = number(found.get(self._key(gen, "tail")), 0) or 0
+            gen = self.layout.generation()
+            found = self.layout.client.get_many([self.layout.key(gen, "floor"), self.layout.key(gen, "tail")])
+            floor = number(found.get(self.layout.key(gen, "floor")), 1) or 1
+            tail = number(found.get(self.layout.key(gen, "tail")), 0) or 0
             seen: list[Message] = []
             for start in range(floor, tail + 1, SCAN_BATCH):
                 batch = range(start, min(start + SCAN_BATCH, tail + 1))
-                values = self.client.get_many([self._key(gen, "m", i) for i in batch])
+                values = self.layout.client.get_many([self.layout.key(gen, "m", i) for i in batch])
                 for i in batch:
-                    raw = values.get(self._key(gen, "m", i))
+                    raw = values.get(self.layout.key(gen, "m", i))
                     if raw is None or entries.is_finished(raw):
                         continue
                     try:
-                        entry = entries.decode(self.key_base, raw, gen, i)
+                        entry = entries.decode(self.layout.key_base, raw, gen, i)
                     except BadEntry:
                         if unreadable is not None:
                             unreadable.append(i)
                         continue
                     seen.append(
-                        Message(self.name, i, entry.body, "", entry.redeliveries > 0, entry.enqueued_at)
+                        Message(
+                            self.layout.name, i, entry.body, "", entry.redeliveries > 0, entry.enqueued_at
+                        )
                     )
                     if len(seen) >= limit:
                         return seen
@@ -91,19 +101,21 @@ class Looking(QueueBase):
         a scan from the floor to the tail, for counting again what a cap
         (queues.front) counted up."""
         with memcached_errors():
-            gen = self._generation()
-            found = self.client.get_many(
-                [self._key(gen, "floor"), self._key(gen, "tail"), f"d{self.key_base}:gen"]
+            gen = self.layout.generation()
+            found = self.layout.client.get_many(
+                [self.layout.key(gen, "floor"), self.layout.key(gen, "tail"), f"d{self.layout.key_base}:gen"]
             )
-            floor = number(found.get(self._key(gen, "floor")), 1) or 1
-            tail = number(found.get(self._key(gen, "tail")), 0) or 0
+            floor = number(found.get(self.layout.key(gen, "floor")), 1) or 1
+            tail = number(found.get(self.layout.key(gen, "tail")), 0) or 0
             held = 0
             for start in range(floor, tail + 1, SCAN_BATCH):
-                keys = [self._key(gen, "m", i) for i in range(start, min(start + SCAN_BATCH, tail + 1))]
+                keys = [self.layout.key(gen, "m", i) for i in range(start, min(start + SCAN_BATCH, tail + 1))]
                 held += sum(
-                    len(raw) for raw in self.client.get_many(keys).values() if not entries.is_finished(raw)
+                    len(raw)
+                    for raw in self.layout.client.get_many(keys).values()
+                    if not entries.is_finished(raw)
                 )
-        if not self.dead and found.get(f"d{self.key_base}:gen") is not None:
+        if not self.layout.dead and found.get(f"d{self.layout.key_base}:gen") is not None:
             held += self.dead_letters().held_bytes()
         return held
 
@@ -111,15 +123,17 @@ class Looking(QueueBase):
         """Drop every message: move to a new generation, then delete the old
         entries. Returns how many indexes were cleared."""
         with memcached_errors():
-            gen = self._generation()
+            gen = self.layout.generation()
             stats = self.stats()
-            self._counters_lost(gen, reason="purges")
+            self.layout.counters_lost(gen, reason="purges")
             cleared = 0
             for start in range(stats["floor"], stats["tail"] + 1, SCAN_BATCH):
                 batch = range(start, min(start + SCAN_BATCH, stats["tail"] + 1))
-                keys = [self._key(gen, "m", i) for i in batch] + [self._key(gen, "c", i) for i in batch]
-                self.client.delete_many(keys, noreply=False)
+                keys = [self.layout.key(gen, "m", i) for i in batch] + [
+                    self.layout.key(gen, "c", i) for i in batch
+                ]
+                self.layout.client.delete_many(keys, noreply=False)
                 cleared += len(batch)
             for key in ("tail", "head", "floor", "scan"):
-                self.client.delete(self._key(gen, key), noreply=False)
+                self.layout.client.delete(self.layout.key(gen, key), noreply=False)
             return cleared

@@ -61,7 +61,6 @@ class MirroredClient:
 
     def __init__(self, servers: list[tuple[str, int]], **options: Any) -> None:
         self.clients = [Client(server, **options) for server in servers]
-        self.key_prefix: bytes = self.clients[0].key_prefix
         self._readable = [False] * len(self.clients)
         self._writable = [False] * len(self.clients)
         self._checked = -CHECK_EVERY

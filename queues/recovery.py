@@ -3,6 +3,7 @@ claim, mark holes, move the floor and delete the acked entries it passes."""
 
 import logging
 import time
+from collections.abc import Callable
 
 from core.tampering import refused
 from queues import entries
@@ -10,35 +11,56 @@ from queues.entries import ACKED
 from queues.layout import (
     SCAN_BATCH,
     SCAN_TTL,
+    Layout,
     Message,
-    QueueBase,
     number,
 )
 
 logger = logging.getLogger(__name__)
 
 
-class Recovery(QueueBase):
-    def _recover(self, limit: int) -> list[Message]:
+# What the scan calls its consumer back with: deliver(gen, indexes, recovering=)
+# and mark_holes(gen, indexes).
+Deliver = Callable[..., list[Message]]
+MarkHoles = Callable[[str, list[int]], None]
+
+
+class RecoveryScan:
+    """A consumer's recovery scan, and the generations the queue moved on
+    from that it still finishes."""
+
+    def __init__(self, layout: Layout, deliver: Deliver, mark_holes: MarkHoles) -> None:
+        self.layout = layout
+        self._deliver = deliver
+        self._mark_holes = mark_holes
+        self._last_recover = 0.0
+        # Generations the queue moved on from that may still hold messages:
+        # gen -> (its tail when this consumer moved on, when).
+        self._superseded: dict[str, tuple[int, float]] = {}
+
+    def due(self) -> bool:
+        return time.monotonic() - self._last_recover >= self.layout.recover_interval
+
+    def recover(self, limit: int) -> list[Message]:
         """Walk from the floor to the head: redeliver entries whose claim
         expired, mark long-empty indexes as holes, move the floor past the
         finished prefix and delete the acked entries it passed. Then finish
         the generations the queue moved on from."""
         self._last_recover = time.monotonic()
-        gen = self._generation()
-        keys = [self._key(gen, k) for k in ("floor", "head", "scan", "tail")]
+        gen = self.layout.generation()
+        keys = [self.layout.key(gen, k) for k in ("floor", "head", "scan", "tail")]
         floor_key, head_key, scan_key, tail_key = keys
         # With the generation key: whether the queue moved on (see _follow).
-        found = self.client.get_many([self._gen_key(), *keys])
+        found = self.layout.client.get_many([self.layout.gen_key(), *keys])
         if head_key not in found:
             return self._drain(limit)
         floor, head = number(found.get(floor_key), 1), number(found[head_key], 0)
         # An index past the tail has no producer yet: never a hole (see _deliver).
         tail = number(found.get(tail_key), 0)
         if floor is None or head is None or tail is None:
-            self._counters_lost(gen)
+            self.layout.counters_lost(gen)
             return []
-        moved = self._moved_on(gen, found.get(self._gen_key()))
+        moved = self.layout.moved_on(gen, found.get(self.layout.gen_key()))
         if moved is not None:
             self._follow(gen, moved)
             return self._drain(limit)
@@ -54,7 +76,7 @@ class Recovery(QueueBase):
         """From the floor to `head`: redeliver what lost its claim and mark
         empty indexes holes, both only up to `horizon`; move the floor past
         the finished prefix. Returns the messages and the new floor."""
-        floor_key = self._key(gen, "floor")
+        floor_key = self.layout.key(gen, "floor")
         messages: list[Message] = []
         done_until = floor  # first index not known to be finished
         passed: list[int] = []  # acked entries the floor moves past
@@ -62,11 +84,13 @@ class Recovery(QueueBase):
         start = floor
         while start <= head and len(messages) < limit:
             batch = range(start, min(start + SCAN_BATCH, head + 1))
-            keys = [self._key(gen, "m", i) for i in batch] + [self._key(gen, "c", i) for i in batch]
-            values = self.client.get_many(keys)
+            keys = [self.layout.key(gen, "m", i) for i in batch] + [
+                self.layout.key(gen, "c", i) for i in batch
+            ]
+            values = self.layout.client.get_many(keys)
             abandoned, empty = [], []
             for i in batch:
-                entry = values.get(self._key(gen, "m", i))
+                entry = values.get(self.layout.key(gen, "m", i))
                 if prefix_open and entries.is_finished(entry):
                     done_until = i + 1
                     if entry[:1] == ACKED:
@@ -77,7 +101,7 @@ class Recovery(QueueBase):
                     continue
                 if entry is None:
                     empty.append(i)
-                elif not entries.is_finished(entry) and self._key(gen, "c", i) not in values:
+                elif not entries.is_finished(entry) and self.layout.key(gen, "c", i) not in values:
                     abandoned.append(i)
             # Every empty index, not only `limit` of them: holes marked one a
             # scan can expire as fast as they are marked, and the floor never
@@ -87,33 +111,29 @@ class Recovery(QueueBase):
                 messages += self._deliver(gen, abandoned[: limit - len(messages)], recovering=True)
             start = batch.stop
         if done_until > floor:
-            self.client.set(floor_key, str(done_until).encode(), noreply=False)
+            self.layout.client.set(floor_key, str(done_until).encode(), noreply=False)
             # Nobody reads below the floor. Holes stay until they expire: a
             # producer that took such an index long ago must still lose its add.
-            self.client.delete_many([self._key(gen, "m", i) for i in passed], noreply=True)
+            self.layout.client.delete_many([self.layout.key(gen, "m", i) for i in passed], noreply=True)
         return messages, done_until
 
     def _follow(self, old: str, new: str) -> None:
         """Another process moved the queue on to `new`: take from there, and
         finish what `old` holds. A producer that writes into `old` after the
         move sees it in the same round trip and takes back what no consumer
-        claimed (Producing._take_back), so `old` only has to be walked up to
+        claimed (Producer._take_back), so `old` only has to be walked up to
         its tail as it is now."""
-        tail = number(self.client.get(self._key(old, "tail")), 0) or 0
+        tail = number(self.layout.client.get(self.layout.key(old, "tail")), 0) or 0
         self._superseded[old] = (tail, time.monotonic())
         logger.warning(
             "queue %s moved on from generation %s to %s: finishing %d indexes there",
-            self.name,
+            self.layout.name,
             old,
             new,
             tail,
         )
-        self._gen = None
-        self._missing.clear()
-        self._tail_seen = 0
-        self._busy = False
-        self._reserve.clear()
-        self._stat("resets")
+        self.layout.gen = None  # read again; the consumer forgets what it knew of `old`
+        self.layout.stat("resets")
 
     def _drain(self, limit: int) -> list[Message]:
         """Deliver what the generations the queue moved on from still hold,
@@ -124,10 +144,10 @@ class Recovery(QueueBase):
         for gen, (until, since) in list(self._superseded.items()):
             if len(messages) >= limit:
                 break
-            if time.monotonic() - since < self.hole_wait:
+            if time.monotonic() - since < self.layout.hole_wait:
                 continue
-            floor_key, tail_key = self._key(gen, "floor"), self._key(gen, "tail")
-            found = self.client.get_many([floor_key, tail_key])
+            floor_key, tail_key = self.layout.key(gen, "floor"), self.layout.key(gen, "tail")
+            found = self.layout.client.get_many([floor_key, tail_key])
             floor = number(found.get(floor_key), 1)
             if tail_key not in found or floor is None or floor > until:
                 del self._superseded[gen]  # finished, or lost with memcached
@@ -155,7 +175,7 @@ class Recovery(QueueBase):
                 horizon, at = int(value), float(when)
             except ValueError:
                 refused("queue", scan_key, "not a horizon")
-        aged = at is not None and now - at >= max(self.recover_interval, self.hole_wait)
+        aged = at is not None and now - at >= max(self.layout.recover_interval, self.layout.hole_wait)
         if at is None or aged:
-            self.client.set(scan_key, f"{head}:{now:.3f}".encode(), expire=SCAN_TTL, noreply=False)
+            self.layout.client.set(scan_key, f"{head}:{now:.3f}".encode(), expire=SCAN_TTL, noreply=False)
         return min(horizon, head) if aged else 0

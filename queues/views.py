@@ -98,8 +98,8 @@ def messages(request: HttpRequest, name: str) -> HttpResponse:
     if request.method == "POST":
         queue = _queue(name, writing=True)
         declared = request.headers.get("Content-Length", "")
-        if declared.isdigit() and int(declared) > queue.max_bytes:
-            raise MessageTooLarge(f"message of {declared} bytes is over the {queue.max_bytes} limit")
+        if declared.isdigit() and int(declared) > queue.layout.max_bytes:
+            raise MessageTooLarge(f"message of {declared} bytes is over the {queue.layout.max_bytes} limit")
         body = request.body
         if not body:
             return json_error(400, "The message is empty.")

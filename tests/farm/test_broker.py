@@ -125,7 +125,7 @@ def test_a_message_that_is_no_task_goes_to_the_dead_letters_and_the_worker_goes_
     queue = Queue("brokertest", ring=build_client([broker.address], "brokertest:broker"))
     # Signed by the farm but not a kombu message, and one planted without a MAC.
     queue.put_many([b"[]", b'{"properties": "no"}', b"{" * 5000])
-    gen = queue._generation()
+    gen = queue.layout.generation()
     with broker._raw() as raw:
         index = raw.incr(f"brokertest:broker:q:brokertest:{gen}:tail", 1)
         raw.set(

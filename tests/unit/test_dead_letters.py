@@ -29,7 +29,7 @@ def fast(settings):
 def _plant(queue: Queue, value: bytes) -> int:
     """Write an entry as anyone who can reach memcached could: take an index
     the way a producer does and put `value` there."""
-    gen = queue._generation()
+    gen = queue.layout.generation()
     client = server_client(f"q:{queue.name}")
     index = client.incr(f"q:{queue.name}:{gen}:tail", 1)
     client.set(f"q:{queue.name}:{gen}:m:{index}", value)
@@ -73,7 +73,7 @@ def test_a_message_copied_from_another_queue_is_refused():
     """A real message of ours, moved: its MAC names the queue it was put in."""
     other = Queue("votes-elsewhere")
     other.put(b'{"choice": 1}')
-    gen = other._generation()
+    gen = other.layout.generation()
     raw = server_client("q:votes-elsewhere").get(f"q:votes-elsewhere:{gen}:m:1")
     target = Queue("copied-into")
     _plant(target, raw)
@@ -243,7 +243,7 @@ def test_a_put_from_a_reserve_onto_a_planted_tail_is_not_lost(fast):
         producer.put(b"warm %d" % n)
     consumer = Queue("reserved")
     assert [consumer.claim().body for _ in range(4)] == [b"warm %d" % n for n in range(4)]
-    gen = producer._generation()
+    gen = producer.layout.generation()
     server_client("q:reserved").set(f"q:reserved:{gen}:tail", b"not-a-number")
     producer.put(b"after the plant")
     wait_for(
@@ -256,7 +256,7 @@ def test_a_put_from_a_reserve_onto_a_planted_tail_is_not_lost(fast):
 def test_a_planted_queue_counter_starts_a_new_generation_rather_than_stalling(fast):
     queue = Queue("counters")
     queue.put(b"one")
-    gen = queue._generation()
+    gen = queue.layout.generation()
     server_client("q:counters").set(f"q:counters:{gen}:tail", b"not-a-number")
     assert queue.put(b"two") >= 1  # a fresh generation
     assert Queue("counters").claim().body == b"two"
@@ -287,7 +287,7 @@ def test_an_entry_copied_to_another_index_is_not_delivered_again(settings):
     goes to the dead letters and the message is delivered once."""
     queue = Queue("replayed")
     first = queue.put(b"run me once")
-    gen = queue._generation()
+    gen = queue.layout.generation()
     client = server_client("q:replayed")
     original = client.get(f"q:replayed:{gen}:m:{first}")
     second = queue.put(b"a placeholder the copy replaces")

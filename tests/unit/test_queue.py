@@ -175,13 +175,13 @@ def test_indexes_a_busy_consumer_took_past_the_tail_are_never_skipped(settings):
 def test_lost_counters_start_a_new_generation_without_touching_old_entries():
     queue = Queue("reset")
     queue.put_many([b"old1", b"old2"])
-    gen = queue._generation()
+    gen = queue.layout.generation()
     client = server_client("q:reset")
     old_entry = client.get(f"q:reset:{gen}:m:1")
     # Eviction or a flush takes the counters but not the entries.
     client.delete_many([f"q:reset:{gen}:tail", f"q:reset:{gen}:head"])
     assert queue.put(b"new") == 1  # index 1 again, in a new key space
-    assert queue._generation() != gen
+    assert queue.layout.generation() != gen
     assert client.get(f"q:reset:{gen}:m:1") == old_entry
     assert Queue("reset").claim().body == b"new"
     assert queue.stats()["resets"] == 1
@@ -192,14 +192,14 @@ def test_a_producer_never_writes_into_a_generation_memcached_lost(settings):
     settings.QUEUES = {**settings.QUEUES, "HOLE_WAIT": 30.0, "RECOVER_INTERVAL": 0.0}
     producer, consumer = Queue("lost-gen"), Queue("lost-gen")
     for i in range(4):
-        producer._last_put = time.monotonic()  # putting fast: it reserves blocks
+        producer.producer._last_put = time.monotonic()  # putting fast: it reserves blocks
         producer.put(f"before{i}".encode())
-    old_gen = producer._generation()
-    assert producer._reserve and producer._reserve_gen == old_gen
+    old_gen = producer.layout.generation()
+    assert producer.producer._reserve and producer.producer._reserve_gen == old_gen
     server_client("q:lost-gen").flush_all(noreply=False)  # what a restart does to the keys
-    producer._last_put = time.monotonic()
+    producer.producer._last_put = time.monotonic()
     producer.put_many([b"after1", b"after2"])
-    assert producer._generation() != old_gen
+    assert producer.layout.generation() != old_gen
     got = consumer.claim_many(10)
     assert [m.body for m in got] == [b"after1", b"after2"]
     client = server_client("q:lost-gen")
@@ -224,7 +224,7 @@ def test_prefetched_messages_past_half_their_visibility_are_not_handed_out(setti
     assert first.body == b"a"
     queue.ack(first.receipt)
     # Age the buffer past half the visibility timeout.
-    queue._buffer = type(queue._buffer)((t - 1.5, m) for t, m in queue._buffer)
+    queue.consumer._buffer = type(queue.consumer._buffer)((t - 1.5, m) for t, m in queue.consumer._buffer)
     other = Queue("prefetch")
     back = wait_for(lambda: other.claim_many(5), timeout=10, interval=0.1, what="expired claims")
     assert sorted(m.body for m in back) == [b"b", b"c"] and all(m.redelivered for m in back)
@@ -248,7 +248,7 @@ def test_a_fast_producer_reserves_index_blocks_and_leftovers_are_only_holes(fast
     # at once, and the wait below would see the messages again.
     consumer.visibility_timeout = 30
     for i in range(40):
-        producer._last_put = time.monotonic()  # as if the previous put were a moment ago
+        producer.producer._last_put = time.monotonic()  # as if the previous put were a moment ago
         producer.put(f"{i}".encode())
     stats = producer.stats()
     assert stats["in"] == 40 and stats["tail"] > 40  # indexes were taken in blocks
@@ -266,7 +266,7 @@ def test_a_fast_producer_reserves_index_blocks_and_leftovers_are_only_holes(fast
     # A producer putting slowly takes one index at a time.
     slow = Queue("slow")
     for _ in range(5):
-        slow._last_put = time.monotonic() - 1
+        slow.producer._last_put = time.monotonic() - 1
         slow.put(b"x")
     assert slow.stats()["tail"] == 5
 
@@ -304,7 +304,7 @@ def test_interleaved_producers_and_consumers_deliver_everything_once(fast):
 
 def test_what_a_vanished_consumer_took_is_recovered_by_new_short_lived_ones(fast):
     gone = Queue("short")
-    gone._busy = True  # as on a busy queue: take indexes without looking first
+    gone.consumer._busy = True  # as on a busy queue: take indexes without looking first
     assert gone.claim_many(5) == []  # indexes 1-5 taken, nothing there yet; then it goes away
     del gone
     Queue("short").put(b"late")  # lands at index 1, which the vanished consumer had taken
@@ -334,7 +334,7 @@ def test_a_thread_keeps_its_producer_until_the_settings_change(settings):
     thread.join()
     assert elsewhere[0] is not first  # a Queue is not shared between threads
     settings.QUEUES = {**settings.QUEUES, "HOLE_WAIT": 0.5}
-    assert producer("kept") is not first and producer("kept").hole_wait == 0.5
+    assert producer("kept") is not first and producer("kept").layout.hole_wait == 0.5
     assert Queue("kept").claim().body == b"one"
 
 
@@ -351,7 +351,7 @@ def test_a_drained_queue_keeps_only_its_counters(fast, memcached_server, progres
     markers = [item for item in keyspace.items(memcached_server, prefix) if ":m:" in item.key]
     acked = [item for item in markers if item.expires > 0]
     # Acked: a marker that expires (FINISHED_TTL) in place of a message that does not; claims gone.
-    finished = queue.finished_ttl + keyspace.CLOCK_SLACK
+    finished = queue.layout.finished_ttl + keyspace.CLOCK_SLACK
     assert len(acked) == 100 and all(item.ttl() <= finished for item in acked)
     assert not [item for item in keyspace.items(memcached_server, prefix) if ":c:" in item.key]
     while messages := queue.claim_many(100):
@@ -370,7 +370,9 @@ def test_holes_expire_and_a_late_producer_still_loses_its_race(
 ):
     queue = Queue("holey")
     for i in range(20):
-        queue._last_put = time.monotonic()  # putting fast: indexes reserved in blocks, leftovers become holes
+        queue.producer._last_put = (
+            time.monotonic()
+        )  # putting fast: indexes reserved in blocks, leftovers become holes
         queue.put(f"{i}".encode())
     consumer = Queue("holey")
     got: list[bytes] = []
@@ -388,9 +390,9 @@ def test_holes_expire_and_a_late_producer_still_loses_its_race(
     entries = [item for item in keyspace.items(memcached_server, prefix) if ":m:" in item.key]
     holes = [item for item in entries if client.get(item.key.removeprefix(namespace)) == b"H"]
     assert len(holes) == consumer.stats()["holes"] > 0
-    assert all(0 < item.ttl() <= queue.hole_ttl + keyspace.CLOCK_SLACK for item in holes)
+    assert all(0 < item.ttl() <= queue.layout.hole_ttl + keyspace.CLOCK_SLACK for item in holes)
     # An index marked a hole stays one until it expires: a slow producer must not write there.
-    gen = consumer._generation()
+    gen = consumer.layout.generation()
     hole_index = int(holes[0].key.rsplit(":", 1)[1])
     assert not client.add(f"q:holey:{gen}:m:{hole_index}", b"late", noreply=False)
 
@@ -400,8 +402,8 @@ def test_one_recovery_scan_marks_a_whole_run_of_abandoned_indexes(fast):
     too: one scan marks every empty index a hole, not one per scan, or holes
     expiring as fast as they are marked would hold the floor forever."""
     gone = Queue("run")
-    gen = gone._generation()
-    gone.client.incr(gone._key(gen, "tail"), 10)  # ten producers took an index and vanished
+    gen = gone.layout.generation()
+    gone.client.incr(gone.layout.key(gen, "tail"), 10)  # ten producers took an index and vanished
     assert gone.claim_many(10) == []  # a consumer took them all, found nothing, vanished
     gone.put(b"after the run")
     consumer = Queue("run")
@@ -427,7 +429,7 @@ def test_everyone_follows_when_the_generation_key_changes_under_them(fast, damag
     # was there before.
     consumer, early = Queue("moved"), Queue("moved")
     early.put(b"old")
-    gen = consumer._generation()
+    gen = consumer.layout.generation()
     client = server_client("q:moved")
     if damage == "evicted":
         client.delete("q:moved:gen")
@@ -474,7 +476,7 @@ def test_acks_hold_when_memcached_moves_entries_to_another_page(settings, tmp_pa
         queue.client.set_many(fillers)
         queue.client.delete_many(list(fillers))
         slab = _slab_of(address, 20_000)
-        keys = [queue._key(m.generation, "m", m.index) for m in (acked, rejected, buried)]
+        keys = [queue.layout.key(m.generation, "m", m.index) for m in (acked, rejected, buried)]
         before = queue.client.gets_many(keys)
         assert keyspace._command(address, b"slabs reassign %d 0\r\n" % slab, b"\r\n") == b"OK\r\n"
 

@@ -77,7 +77,7 @@ class Command(BaseCommand):
             queue.put_many([DeadLetter.from_json(m.body).body for m in letters])
             dead.ack_many([m.receipt for m in letters])
             moved += len(letters)
-        dead.recover_interval = 0  # one more pass moves the floor past them: none waits now
+        dead.layout.recover_interval = 0  # one more pass moves the floor past them: none waits now
         dead.claim_many(1)
         return moved
 
