@@ -21,6 +21,7 @@ def test_drain_sitelog_follow_says_what_it_wrote_as_it_goes_and_stops_on_ctrl_c(
         "MEMCACHED_SERVERS": ",".join(settings.MEMCACHED["SERVERS"]),
         "MEMCACHED_NAMESPACE": progress_on_real_memcached,
         "PYTHONUNBUFFERED": "1",
+        "PYTHONFAULTHANDLER": "1",  # a drainer that will not stop says where it is (below)
     }
     out = tmp_path / "out.txt"
     log = tmp_path / "activity.log"
@@ -39,6 +40,11 @@ def test_drain_sitelog_follow_says_what_it_wrote_as_it_goes_and_stops_on_ctrl_c(
             )
         finally:
             drainer.send_signal(signal.SIGINT)
-        assert drainer.wait(timeout=30) == 0, out.read_text()
+        try:
+            assert drainer.wait(timeout=30) == 0, out.read_text()
+        except subprocess.TimeoutExpired:
+            drainer.send_signal(signal.SIGABRT)  # faulthandler writes every thread's stack
+            drainer.wait(timeout=10)
+            raise AssertionError(f"the drainer did not stop on Ctrl-C:\n{out.read_text()}") from None
     assert "Traceback" not in out.read_text()
     assert len(log.read_text().splitlines()) == 3
