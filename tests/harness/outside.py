@@ -11,8 +11,17 @@ defaults, which tests/conftest.py points at a port where nothing listens.
 """
 
 import os
+import signal
 
 OUTSIDE = ("DATABASE_URL", "MEMCACHED_SERVERS", "QUEUES_MIRRORS", "CELERY_BROKER_URL")
 
 for _name in OUTSIDE:
     os.environ.pop(_name, None)
+
+# A suite started as a background job by a script (`make test &`) inherits
+# SIGINT ignored, and so would every process it starts: Python then installs
+# no KeyboardInterrupt, and a test that presses Ctrl-C on a drainer or a farm
+# would see nothing happen (tests/unit/test_cli.py did, only in such runs).
+# The processes a test starts take Ctrl-C as from a terminal.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
