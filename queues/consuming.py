@@ -13,6 +13,7 @@ from queues import entries
 from queues.entries import HOLE, BadEntry
 from queues.finishing import Finisher
 from queues.layout import (
+    CLAIMED,
     Layout,
     Message,
     memcached_errors,
@@ -23,9 +24,6 @@ from queues.recovery import RecoveryScan
 
 logger = logging.getLogger(__name__)
 
-# What a claim key holds: it only has to exist (receipts are checked against
-# the entry's version, not against the claim).
-CLAIMED = b"1"
 # Receipts this consumer issued and not yet saw acknowledged, kept so their
 # acks skip the MAC check (a receipt from elsewhere is checked in full).
 ISSUED_KEPT = 10_000

@@ -34,6 +34,9 @@ BURST_GAP = 0.01
 MAX_BLOCK = 16
 # The horizon marker is rewritten at every scan; this only bounds an idle queue's.
 SCAN_TTL = 3600
+# What a claim key holds: it only has to exist (receipts are checked against
+# the entry's version, not against the claim).
+CLAIMED = b"1"
 STATS = ("in", "out", "acked", "holes", "redelivered", "full", "resets", "purges", "dead")
 
 

@@ -19,6 +19,7 @@ from queues.exceptions import (
 from queues.layout import (
     ATTEMPTS,
     BURST_GAP,
+    CLAIMED,
     MAX_BLOCK,
     Layout,
     memcached_errors,
@@ -141,7 +142,7 @@ class Producer:
         finished. Their keys are returned, to be put again."""
         claims = {key: self.layout.key(gen, "c", i) for key, i in written.items()}
         won = self.layout.client.add_many(
-            {claim: b"1" for claim in claims.values()}, self.layout.visibility_timeout
+            dict.fromkeys(claims.values(), CLAIMED), self.layout.visibility_timeout
         )
         back = {key for key, claim in claims.items() if won[claim]}
         if back:

@@ -149,14 +149,24 @@ class RecoveryScan:
             floor_key, tail_key = self.layout.key(gen, "floor"), self.layout.key(gen, "tail")
             found = self.layout.client.get_many([floor_key, tail_key])
             floor = number(found.get(floor_key), 1)
-            if tail_key not in found or floor is None or floor > until:
-                del self._superseded[gen]  # finished, or lost with memcached
+            if tail_key not in found or floor is None:
+                del self._superseded[gen]  # lost with memcached, or not ours to walk
                 continue
-            got, done_until = self._scan(gen, floor, until, until, until, limit - len(messages))
-            messages += got
-            if done_until > until:
-                del self._superseded[gen]
+            if floor <= until:
+                got, floor = self._scan(gen, floor, until, until, until, limit - len(messages))
+                messages += got
+            if floor > until:
+                self._forget(gen)
         return messages
+
+    def _forget(self, gen: str) -> None:
+        """A generation the queue moved on from is finished: its counters go
+        too (its hole and acked markers expire on their own). A producer that
+        still writes there finds its tail gone and puts again where the
+        queue is now."""
+        del self._superseded[gen]
+        keys = [self.layout.key(gen, k) for k in ("tail", "head", "floor", "scan")]
+        self.layout.client.delete_many(keys, noreply=False)
 
     def _horizon(self, scan_key: str, stored: bytes | None, head: int) -> int:
         """The head as some consumer saw it at least HOLE_WAIT ago (0 if none).

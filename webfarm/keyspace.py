@@ -242,14 +242,16 @@ FAMILIES: tuple[Family, ...] = (
         re.compile(rf"{QUEUE}:gen"),
         _never,
         "one per queue: a queue's messages must outlive any timer",
-        writer="start a queue's new generation: its messages are found again by the recovery scan",
+        writer="start a queue's new generation: consumers follow it and finish the old one, or "
+        "put the key back (docs/queue.md)",
         refused_as="queue",
     ),
     Family(
         "queue counters",
         re.compile(rf"{QUEUE}:{GEN}:(tail|head|floor)"),
         _never,
-        "three per queue; losing them is a reset (a new generation)",
+        "three per queue; losing them is a reset (a new generation); a generation the queue "
+        "moved on from loses them once its consumers have finished it",
         writer="start a new generation, or delay deliveries until the recovery scan",
         refused_as="queue",
     ),

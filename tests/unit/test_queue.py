@@ -458,6 +458,8 @@ def test_everyone_follows_when_the_generation_key_changes_under_them(fast, damag
     while time.monotonic() < deadline:
         assert consumer.claim_many(10) == []
     assert consumer.stats()["in"] == 3
+    if client.get("q:moved:gen") != gen.encode():  # moved on: the old generation, finished, is gone
+        assert client.get_many([f"q:moved:{gen}:{k}" for k in ("tail", "head", "floor")]) == {}
 
 
 def test_acks_hold_when_memcached_moves_entries_to_another_page(settings, tmp_path):
