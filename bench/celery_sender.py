@@ -20,7 +20,7 @@ def main() -> None:
 
     django.setup()
     from bench.tasks import stamp
-    from core.client import get_client
+    from webfarm.core.client import get_client
 
     client = get_client()
 

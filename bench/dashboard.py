@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from django.contrib.auth import get_user_model
 from django.test import Client
 from progress import services
-from stats.models import CounterMinute, CounterSample
+from webfarm.stats.models import CounterMinute, CounterSample
 now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
 states = ("queued", "running", "succeeded", "failed")
 keys = [f"jobs|kind=k{{k}}|state={{s}}" for k in range(3) for s in states]

@@ -40,7 +40,7 @@ def _live_job(env: dict, workdir: Path, started: list) -> tuple[str, str, str]:
     published = json.loads(state.read_text())
     (job, token), session = published["jobs"][0], published["session"]
     copy = f"""
-from core.client import get_client
+from webfarm.core.client import get_client
 from progress import store
 get_client().set("bench:bare", store.read_public({job!r}, {token!r}))
 """

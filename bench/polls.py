@@ -26,7 +26,7 @@ def _poll(env: dict) -> tuple[int, list[int]]:
         env,
         "shell",
         "-c",
-        "import json; from polls.models import Poll; p = Poll.objects.create(question='Bench?'); "
+        "import json; from webfarm.polls.models import Poll; p = Poll.objects.create(question='Bench?'); "
         "ids = [p.choices.create(text=t, position=i).id for i, t in enumerate('ABC')]; "
         "print(json.dumps([p.id, ids]))",
     )
@@ -61,7 +61,7 @@ def _node(workdir: Path, env: dict, name: str) -> tuple[processes.Process, str, 
 
 def _count_votes(database_url: str, poll: int) -> int:
     with psycopg.connect(database_url) as db:
-        return db.execute("SELECT count(*) FROM polls_vote WHERE poll_id = %s", (poll,)).fetchone()[0]
+        return db.execute("SELECT count(*) FROM webfarm_polls_vote WHERE poll_id = %s", (poll,)).fetchone()[0]
 
 
 def run() -> dict:

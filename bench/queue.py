@@ -66,7 +66,7 @@ def _redis(port: int) -> dict[str, float]:
 
 
 def _ours(round_: int) -> dict[str, float]:
-    from queues.core import Queue
+    from webfarm.queues.core import Queue
 
     # A producer and a consumer of their own per phase, as separate processes would have.
     one, batches = f"bench1-{round_}", f"bench2-{round_}"
@@ -99,7 +99,7 @@ def _floor(address: str, round_: int) -> dict[str, float]:
     """What a message's claim + ack cannot cost less than, in µs: the same
     meta pipelines on a bare socket (no parsing beyond the CAS), decoding an
     entry with its MAC, making a receipt (timeit, in this process)."""
-    from queues import entries
+    from webfarm.queues import entries
 
     host, port = address.rsplit(":", 1)
     sock = socket.create_connection((host, int(port)))

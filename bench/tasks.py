@@ -4,7 +4,7 @@ import time
 
 from celery import shared_task
 
-from core.client import get_client
+from webfarm.core.client import get_client
 
 
 @shared_task(name="bench.stamp", ignore_result=True)

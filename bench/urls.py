@@ -4,9 +4,9 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import path
 from django.views.decorators.http import require_POST
 
-from core.client import get_client
-from polls import services
-from polls.snapshot import poll_info_from_database
+from webfarm.core.client import get_client
+from webfarm.polls import services
+from webfarm.polls.snapshot import poll_info_from_database
 from webfarm.urls import urlpatterns as project_urls
 
 

@@ -1,8 +1,8 @@
 from django.apps import AppConfig
 from django.utils.module_loading import autodiscover_modules
 
-from core.paths import hide_in_logs
 from progress.ids import ID_PATTERN
+from webfarm.core.paths import hide_in_logs
 
 
 class ProgressConfig(AppConfig):

@@ -1,6 +1,6 @@
 """The progress app's settings, overlaid by settings.PROGRESS."""
 
-from core.appsettings import AppSettings, Setting
+from webfarm.core.appsettings import AppSettings, Setting
 
 get_config = AppSettings(
     "PROGRESS",

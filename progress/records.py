@@ -91,7 +91,7 @@ class JobRecord:
     cancel_requested: bool = False
     attempt: int = 1
     retried_as: str = ""
-    # Farm-wide limit slots the job holds (core.slots); released when it ends.
+    # Farm-wide limit slots the job holds (webfarm.core.slots); released when it ends.
     slots: list[str] = field(default_factory=list)
     # The progress URL's capability (Job.read_token); never in public().
     read_token: str = ""

@@ -18,7 +18,7 @@ from progress.models import Job, JobPart
 from progress.registry import get_job_type
 from progress.states import State
 from progress.types.base import JobTypeBase
-from queues.exceptions import QueueError, QueueFull
+from webfarm.queues.exceptions import QueueError, QueueFull
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,6 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import DatabaseError, transaction
 
-from core.counters import count, count_soon, observe_duration
-from core.slots import Lease, Taking
 from progress import store
 from progress.conf import lost_after
 from progress.exceptions import JobCancelled, JobEnded, JobFailed, JobNotRunnable, ProgressUnavailable
@@ -24,6 +22,8 @@ from progress.rebuilt import record_from_job
 from progress.records import JobRecord, PartProgress
 from progress.reporter import ProgressReporter
 from progress.states import FINAL_STATES, State
+from webfarm.core.counters import count, count_soon, observe_duration
+from webfarm.core.slots import Lease, Taking
 
 logger = logging.getLogger(__name__)
 

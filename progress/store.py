@@ -3,7 +3,7 @@
 Every memcached failure leaves here as ProgressUnavailable, so callers deal with
 one exception, never with sockets or pymemcache's error classes.
 
-Records are sealed (core.seal): one that was planted, copied from another
+Records are sealed (webfarm.core.seal): one that was planted, copied from another
 job's key or is not a record this code writes reads as missing, and callers
 fall back to the database as after a memcached restart.
 
@@ -21,13 +21,13 @@ from contextlib import contextmanager, suppress
 
 from pymemcache.exceptions import MemcacheError
 
-from core.client import MetaBatch, get_client, read_by_nginx
-from core.seal import MAC_BYTES, mac, seal, unseal, verify_mac
-from core.slots import SlotsTaken, Taking
-from core.tampering import refused
 from progress.conf import get_config, lost_after
 from progress.exceptions import ProgressUnavailable
 from progress.records import CorruptRecord, JobRecord
+from webfarm.core.client import MetaBatch, get_client, read_by_nginx
+from webfarm.core.seal import MAC_BYTES, mac, seal, unseal, verify_mac
+from webfarm.core.slots import SlotsTaken, Taking
+from webfarm.core.tampering import refused
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ UNREAD = object()
 
 def read(job_id: str, *, raw: bytes | object | None = UNREAD) -> JobRecord | None:
     """The job's record; `raw` is its value if the caller read it already
-    (with other keys in one round trip: core.users.user_with)."""
+    (with other keys in one round trip: webfarm.core.users.user_with)."""
     if raw is UNREAD:
         with _memcached("get"):
             raw = get_client().get(record_key(job_id))

@@ -5,13 +5,13 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonRes
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST, require_safe
 
-from core.counters import count_soon
-from core.http import json_error, json_polled, polled, wants_json
-from core.users import user_with
 from progress import selectors, services, store
 from progress.exceptions import ProgressUnavailable
 from progress.ids import is_valid_job_id
 from progress.models import Job
+from webfarm.core.counters import count_soon
+from webfarm.core.http import json_error, json_polled, polled, wants_json
+from webfarm.core.users import user_with
 
 # Seconds a client should wait before polling again when memcached is away.
 UNAVAILABLE_RETRY_AFTER = 3

@@ -26,8 +26,6 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonRes
 from django.shortcuts import render
 from django.urls import reverse
 
-from core.http import json_error, wants_json
-from core.refusals import note_refusal, refusal_response
 from progress.exceptions import ProgressUnavailable
 from progress.launching.admission import Looked, StartRefused, look_at_limits, refused_in_flood
 from progress.models import Job
@@ -37,6 +35,8 @@ from progress.registry import get_job_type
 from progress.selectors import job_record, job_rows
 from progress.sending import BrokerUnavailable
 from progress.types.base import JobTypeBase
+from webfarm.core.http import json_error, wants_json
+from webfarm.core.refusals import note_refusal, refusal_response
 
 __all__ = [
     "Looked",

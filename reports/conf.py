@@ -1,6 +1,6 @@
 """The reports app's settings, overlaid by settings.REPORTS."""
 
-from core.appsettings import AppSettings, Setting
+from webfarm.core.appsettings import AppSettings, Setting
 
 get_config = AppSettings(
     "REPORTS",

@@ -6,10 +6,10 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Max, Min, QuerySet
 
-from core.memo import get_or_set
 from progress.api import Job, is_valid_job_id
 from reports.models import Customer, Order, OrderLine, Product, ResultFile
 from reports.results import RESULT_NAME_RE
+from webfarm.core.memo import get_or_set
 
 # "My jobs" filters: name -> (label, the states it shows; None: all).
 JOB_FILTERS: dict[str, tuple[str, tuple[str, ...] | None]] = {

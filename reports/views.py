@@ -19,9 +19,6 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_http_methods, require_safe
 
-from core.counters import count
-from core.http import json_error, wants_json
-from limits.decorators import limit_concurrency
 from progress.web import (
     Looked,
     job_rows,
@@ -34,6 +31,9 @@ from progress.web import (
 from reports import results, selectors
 from reports.definitions.base import Report
 from reports.registry import all_reports, get_report
+from webfarm.core.counters import count
+from webfarm.core.http import json_error, wants_json
+from webfarm.limits.decorators import limit_concurrency
 
 START_PAGE = "reports/start.html"
 

@@ -63,8 +63,8 @@ def memcached_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def progress_on_real_memcached(settings, memcached_server: str) -> Iterator[str]:
     """Point the progress app and Django's cache at the session's memcached,
     under a namespace of the test's own so tests never see each other's keys."""
-    from core import revocations
-    from core.client import reset_client
+    from webfarm.core import revocations
+    from webfarm.core.client import reset_client
 
     namespace = f"t{uuid.uuid4().hex[:12]}"
     # One process here: what it revokes it knows at once, and its database
@@ -92,7 +92,7 @@ def _ship_the_tests_log_records() -> None:
     have moved on."""
     import logging
 
-    from activity.handler import SiteLogHandler
+    from webfarm.activity.handler import SiteLogHandler
 
     loggers = [logging.getLogger(), *(logging.getLogger(name) for name in logging.root.manager.loggerDict)]
     for handler in {h for logger in loggers for h in getattr(logger, "handlers", ())}:

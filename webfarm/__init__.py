@@ -1,3 +1,5 @@
-from webfarm.celery import app as celery_app
+"""The web farm: its reusable apps (webfarm.core, webfarm.queues, ...) and
+the site that runs them (settings, URLs, the Celery app, the launchers).
 
-__all__ = ("celery_app",)
+Importing an app starts nothing: the site's Celery app is made when the
+site's own app is ready (webfarm.apps), or by `celery -A webfarm`."""

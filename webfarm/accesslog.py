@@ -2,17 +2,17 @@
 
 A page with progress bars polls every second or two: one line each buries
 everything else on `make run`'s console and fills a farm's logs. Answered
-polls are counted instead (activity.middleware, `requests_polled`), failed
+polls are counted instead (webfarm.activity.middleware, `requests_polled`), failed
 ones are logged like any other request, with the read token left out (it is
-a bearer secret); activity.polling says what a poll is.
+a bearer secret); webfarm.activity.polling says what a poll is.
 """
 
 from typing import Any
 
 from gunicorn.glogging import Logger
 
-from activity.polling import is_poll
-from core.paths import hide_tokens
+from webfarm.activity.polling import is_poll
+from webfarm.core.paths import hide_tokens
 
 
 class PollsCounted(Logger):

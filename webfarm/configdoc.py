@@ -1,5 +1,5 @@
 """Each app's settings as docs/configuration.md lists them, written from the
-apps' own declarations (core.appsettings): `python -m webfarm.configdoc`
+apps' own declarations (webfarm.core.appsettings): `python -m webfarm.configdoc`
 prints the section, `--write` puts it in the page. tests/unit/test_configuration.py
 holds the page to it.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 
-from core.appsettings import AppSettings
+from webfarm.core.appsettings import AppSettings
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 BEGIN = "<!-- the apps' settings: written by `python -m webfarm.configdoc --write` -->"

@@ -2,7 +2,7 @@
 
 A variable is named for the setting it feeds: QUEUES_HOLE_WAIT feeds
 QUEUES["HOLE_WAIT"]. Names from before that rule (RENAMED) are still read, and
-`manage.py check` warns about them (core.checks).
+`manage.py check` warns about them (webfarm.core.checks).
 """
 
 import os
@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from core.appsettings import AppSettings
+from webfarm.core.appsettings import AppSettings
 
 _QUEUES = (
     "MAX_MESSAGE_BYTES VISIBILITY_TIMEOUT HOLE_WAIT RECOVER_INTERVAL PREFETCH MIRRORS MAX_DELIVERIES "

@@ -40,19 +40,19 @@ def _progress(name: str) -> int:
 
 
 def _queues(name: str) -> int:
-    from queues.conf import get_config
+    from webfarm.queues.conf import get_config
 
     return int(get_config()[name])
 
 
 def _polls(name: str) -> int:
-    from polls.conf import get_config
+    from webfarm.polls.conf import get_config
 
     return int(get_config()[name])
 
 
 def _limits(name: str) -> int:
-    from limits.conf import get_config
+    from webfarm.limits.conf import get_config
 
     return int(get_config()[name])
 
@@ -65,8 +65,8 @@ def _lost_after() -> int:
 
 def _memo_longest() -> int:
     # get_or_set keeps a value for ttl + stale_for; the longest is the dataset summary's.
-    from dashboard.conf import get_config
     from reports.selectors import DATASET_TTL
+    from webfarm.dashboard.conf import get_config
 
     return 2 * max(DATASET_TTL, int(get_config()["CHART_TTL"]), 60)
 
@@ -326,7 +326,7 @@ FAMILIES: tuple[Family, ...] = (
         "a copy of a database row: an active user costs one query per SESSION_CACHE_TTL",
         writer="signed, dated and bound to its session; a planted, moved or ended one is read from the "
         "database",
-        refused_as="dj",  # Django's cache refuses a pickle first (core.serde)
+        refused_as="dj",  # Django's cache refuses a pickle first (webfarm.core.serde)
     ),
 )
 

@@ -1,7 +1,7 @@
 """The web, worker and beat processes refuse to start on a placeholder or weak secret.
 
 DJANGO_SECRET_KEY signs sessions, vote cookies and everything this farm reads
-back from memcached (core.seal, queue entries). With the built-in
+back from memcached (webfarm.core.seal, queue entries). With the built-in
 development key, or the example environment file's placeholder, anyone could
 forge those; a short one (under MIN_LENGTH characters, or fewer than
 MIN_UNIQUE different ones) can be guessed. With DEBUG off such a process

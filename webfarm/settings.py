@@ -4,15 +4,11 @@ from pathlib import Path
 
 import dj_database_url
 
-from activity import conf as activity_conf
-from core import conf as memcached_conf
-from dashboard import conf as dashboard_conf
-from imports import conf as imports_conf
-from limits import conf as limits_conf
-from polls import conf as polls_conf
 from progress import conf as progress_conf
-from queues import conf as queues_conf
 from reports import conf as reports_conf
+from webfarm.activity import conf as activity_conf
+from webfarm.core import conf as memcached_conf
+from webfarm.dashboard import conf as dashboard_conf
 from webfarm.env import (
     env_app,
     env_bool,
@@ -23,6 +19,10 @@ from webfarm.env import (
     key_file,
     old_names_in_use,
 )
+from webfarm.imports import conf as imports_conf
+from webfarm.limits import conf as limits_conf
+from webfarm.polls import conf as polls_conf
+from webfarm.queues import conf as queues_conf
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -50,16 +50,16 @@ INSTALLED_APPS = [
     "django.contrib.humanize",
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
-    "core",
+    "webfarm.core",
     "progress",
     "reports",
-    "queues",
-    "stats",
-    "activity",
-    "dashboard",
-    "limits",
-    "polls",
-    "imports",
+    "webfarm.queues",
+    "webfarm.stats",
+    "webfarm.activity",
+    "webfarm.dashboard",
+    "webfarm.limits",
+    "webfarm.polls",
+    "webfarm.imports",
     # The project itself: its management commands (seed_demo).
     "webfarm",
 ]
@@ -73,7 +73,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "activity.middleware.ActivityLogMiddleware",
+    "webfarm.activity.middleware.ActivityLogMiddleware",
 ]
 
 ROOT_URLCONF = "webfarm.urls"
@@ -131,11 +131,11 @@ MEMCACHED_NAMESPACE = MEMCACHED["NAMESPACE"]
 
 # Django's own cache (sessions) lives in the same memcached, under its own
 # sub-namespace. It is a cache: when memcached is away it misses and the
-# sessions fall back to the database. It never unpickles (core.cache),
-# and the sessions it holds are keyed by an HMAC and signed (core.sessions).
+# sessions fall back to the database. It never unpickles (webfarm.core.cache),
+# and the sessions it holds are keyed by an HMAC and signed (webfarm.core.sessions).
 CACHES = {
     "default": {
-        "BACKEND": "core.cache.StablePyMemcacheCache",
+        "BACKEND": "webfarm.core.cache.StablePyMemcacheCache",
         "LOCATION": MEMCACHED_SERVERS,
         "KEY_PREFIX": f"{MEMCACHED_NAMESPACE}:dj",
         "TIMEOUT": 3600,
@@ -147,7 +147,7 @@ CACHES = {
         },
     }
 }
-SESSION_ENGINE = "core.sessions"
+SESSION_ENGINE = "webfarm.core.sessions"
 # Seconds a session read from the database stays cached: an active user costs
 # one query per period, and a login pins no memcached memory for longer.
 SESSION_CACHE_TTL = env_int("SESSION_CACHE_TTL", 600)
@@ -198,7 +198,10 @@ ACTIVITY_LOG_FILE = env_str("ACTIVITY_LOG_FILE", str(BASE_DIR / "var" / "activit
 # Periodic work: run one beat (`celery -A webfarm beat`, or the worker's -B).
 REAP_EVERY = env_float("REAP_EVERY", 5.0)
 CELERY_BEAT_SCHEDULE = {
-    "drain-sitelog": {"task": "activity.drain_sitelog", "schedule": env_float("ACTIVITY_DRAIN_EVERY", 5.0)},
+    "drain-sitelog": {
+        "task": "webfarm.activity.drain_sitelog",
+        "schedule": env_float("ACTIVITY_DRAIN_EVERY", 5.0),
+    },
     # Reaping runs on any worker; while none is up, the sends expire instead of piling up.
     "reap-lost-jobs": {
         "task": "progress.reap_lost_jobs",
@@ -206,17 +209,17 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": 2 * REAP_EVERY},
     },
     "flush-votes": {
-        "task": "polls.flush_votes",
+        "task": "webfarm.polls.flush_votes",
         "schedule": env_float("POLLS_FLUSH_EVERY", 2.0),
         "options": {"expires": 10},
     },
     "forget-idle-http-queues": {
-        "task": "queues.forget_idle",
+        "task": "webfarm.queues.forget_idle",
         "schedule": 300.0,
         "options": {"expires": 300},
     },
     "harvest-counters": {
-        "task": "stats.harvest_counters",
+        "task": "webfarm.stats.harvest_counters",
         "schedule": env_float("STATS_HARVEST_EVERY", 60.0),
     },
     # What a farm keeps is bounded: ended jobs, uploads and expired sessions go.
@@ -225,19 +228,23 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 3600.0,
         "options": {"expires": 3600},
     },
-    "purge-uploads": {"task": "imports.purge_uploads", "schedule": 3600.0, "options": {"expires": 3600}},
+    "purge-uploads": {
+        "task": "webfarm.imports.purge_uploads",
+        "schedule": 3600.0,
+        "options": {"expires": 3600},
+    },
     "clear-expired-sessions": {
-        "task": "core.clear_expired_sessions",
+        "task": "webfarm.core.clear_expired_sessions",
         "schedule": 3600.0,
         "options": {"expires": 3600},
     },
 }
 if QUEUES["MIRRORS"]:
-    CELERY_BEAT_SCHEDULE["repair-queue-mirrors"] = {"task": "queues.repair_mirrors", "schedule": 30.0}
+    CELERY_BEAT_SCHEDULE["repair-queue-mirrors"] = {"task": "webfarm.queues.repair_mirrors", "schedule": 30.0}
 
 # Users are read from memcached (sealed, dropped on every node when saved),
-# not from the database on every request (core.users).
-AUTHENTICATION_BACKENDS = ["core.users.CachedUserBackend"]
+# not from the database on every request (webfarm.core.users).
+AUTHENTICATION_BACKENDS = ["webfarm.core.users.CachedUserBackend"]
 # Seconds a cached user lives: bounds what an update() (which tells no one) leaves stale.
 USER_CACHE_TTL = env_int("USER_CACHE_TTL", 300)
 
@@ -276,7 +283,7 @@ LOGGING = {
             "filters": ["quiet_housekeeping"],
         },
         # Every node ships its activity into memcached; one drainer writes the file.
-        "sitelog": {"class": "activity.handler.SiteLogHandler"},
+        "sitelog": {"class": "webfarm.activity.handler.SiteLogHandler"},
     },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
@@ -285,5 +292,5 @@ LOGGING = {
     },
 }
 
-# Environment variables set under their names from before the rename (core.checks warns).
+# Environment variables set under their names from before the rename (webfarm.core.checks warns).
 OLD_ENVIRONMENT_NAMES = old_names_in_use()

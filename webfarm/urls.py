@@ -3,7 +3,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import include, path
 
-from limits.logins import ThrottledLoginView
+from webfarm.limits.logins import ThrottledLoginView
 
 
 def favicon(request: HttpRequest) -> HttpResponse:
@@ -14,15 +14,15 @@ def favicon(request: HttpRequest) -> HttpResponse:
 urlpatterns = [
     path("favicon.ico", favicon),
     # Before the admin's own URLs, which would answer 404 for it.
-    path("admin/dashboard/", include("dashboard.urls")),
+    path("admin/dashboard/", include("webfarm.dashboard.urls")),
     path("admin/", admin.site.urls),
     # Before Django's own login URL: a few wrong passwords, then a pause.
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("progress/", include("progress.urls")),
-    path("queues/", include("queues.urls")),
-    path("stats/", include("stats.urls")),
-    path("polls/", include("polls.urls")),
-    path("imports/", include("imports.urls")),
+    path("queues/", include("webfarm.queues.urls")),
+    path("stats/", include("webfarm.stats.urls")),
+    path("polls/", include("webfarm.polls.urls")),
+    path("imports/", include("webfarm.imports.urls")),
     path("", include("reports.urls")),
 ]

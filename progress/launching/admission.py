@@ -11,8 +11,6 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.template.defaultfilters import pluralize
 
-from core.client import client_epoch
-from core.slots import Lease, LimitReached, SlotsTaken, SlotsUnavailable, Taking, full_scope, look
 from progress import services, store
 from progress.conf import get_config
 from progress.exceptions import ProgressUnavailable
@@ -23,6 +21,8 @@ from progress.records import MAX_PARTS
 from progress.registry import get_job_type
 from progress.sending import send_job
 from progress.types.base import JobTypeBase, SlotLimits
+from webfarm.core.client import client_epoch
+from webfarm.core.slots import Lease, LimitReached, SlotsTaken, SlotsUnavailable, Taking, full_scope, look
 
 
 class StartRefused(Exception):

@@ -28,7 +28,6 @@ from datetime import UTC, datetime, timedelta
 
 from pymemcache.exceptions import MemcacheError
 
-from core.client import get_client
 from progress import store
 from progress.conf import get_config, lost_after
 from progress.exceptions import ProgressUnavailable
@@ -38,6 +37,7 @@ from progress.rebuilt import record_from_job
 from progress.records import JobRecord
 from progress.services import finish_lost, finish_never_started
 from progress.states import State
+from webfarm.core.client import get_client
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,6 @@ import logging
 
 from django.db import transaction
 
-from core.slots import Lease
 from progress import services
 from progress.conf import get_config
 from progress.exceptions import JobNotRunnable
@@ -21,6 +20,7 @@ from progress.records import JobRecord
 from progress.registry import get_job_type
 from progress.sending import BrokerUnavailable, installed_type, send_job, send_merge, send_part, send_task
 from progress.types.base import JobTypeBase
+from webfarm.core.slots import Lease
 
 logger = logging.getLogger(__name__)
 

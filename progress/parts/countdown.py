@@ -25,9 +25,9 @@ from typing import Any
 
 from pymemcache.exceptions import MemcacheError
 
-from core.client import get_client
 from progress.models import Job, JobPart
 from progress.states import State
+from webfarm.core.client import get_client
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,6 @@ from django import forms
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Max, Min
 
-from limits.conf import get_config as get_limits
 from progress.api import (
     MAX_PARTS,
     Job,
@@ -27,6 +26,7 @@ from progress.api import (
 from reports import results
 from reports.conf import get_config
 from reports.models import Order, OrderLine
+from webfarm.limits.conf import get_config as get_limits
 
 # Spreadsheet programs run cells that start with these as formulas.
 _FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")

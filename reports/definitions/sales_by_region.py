@@ -5,7 +5,6 @@ from typing import Any
 from django import forms
 from django.urls import reverse
 
-from core.charts import png_chart
 from progress.api import Job, JobFailed, JobPart, JobResult, PartSpec, ProgressReporter, Tracker
 from reports import results
 from reports.definitions.base import (
@@ -17,6 +16,7 @@ from reports.definitions.base import (
     write_csv,
 )
 from reports.models import REGIONS
+from webfarm.core.charts import png_chart
 
 # (region, month) -> [orders, units, gross cents, returned cents]
 Totals = dict[tuple[str, str], list[int]]

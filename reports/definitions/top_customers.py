@@ -5,11 +5,11 @@ from typing import Any
 from django import forms
 from django.urls import reverse
 
-from core.charts import png_chart
 from progress.api import Job, JobFailed, JobResult, Tracker
 from reports import results
 from reports.definitions.base import DateRangeForm, Report, cents, scan_order_lines, write_csv
 from reports.models import REGIONS, Customer
+from webfarm.core.charts import png_chart
 
 
 class TopCustomersForm(DateRangeForm):

@@ -15,11 +15,11 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
 
-from polls.services import FLUSH_LOCK_TTL
 from tests.harness import processes
 from tests.harness.chromium import CHROMIUM, CHROMIUM_ARGS, SHOTS
 from tests.harness.marks import one_broker
 from tests.harness.web import DEMO_PASSWORD, WebClient, create_poll, flush_votes, new_user, vote_anonymously
+from webfarm.polls.services import FLUSH_LOCK_TTL
 
 pytestmark = [pytest.mark.farm, pytest.mark.browser]
 

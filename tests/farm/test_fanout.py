@@ -76,7 +76,7 @@ class Fanout:
         """What split-sleep's parts and merges noted in memcached: who ran what."""
         return json.loads(
             self.shell(
-                "import json\nfrom core.client import get_client\n"
+                "import json\nfrom webfarm.core.client import get_client\n"
                 f"keys = ['splittest:{job}:merge'] + [f'splittest:{job}:part{{n}}' for n in range(16)]\n"
                 "found = get_client().get_many(keys)\n"
                 "print(json.dumps({k.rsplit(':', 1)[1]: v.decode().rstrip(',').split(',')"

@@ -19,11 +19,11 @@ import pytest
 import requests
 from pymemcache.client.base import Client
 
-from core.client import build_client
 from progress.store import public_key
 from tests.harness import processes
 from tests.harness.processes import wait_for
 from tests.harness.web import DEMO_PASSWORD, WebClient
+from webfarm.core.client import build_client
 
 pytestmark = pytest.mark.farm
 
@@ -161,7 +161,7 @@ def test_a_job_started_and_followed_through_the_balancer_takes_the_fast_path(ngi
         nginx_farm.env,
         "shell",
         "-c",
-        "from core.client import get_client; from progress import store; "
+        "from webfarm.core.client import get_client; from progress import store; "
         f"get_client().delete(store.public_key({job!r}, {fast_url.split('/')[3]!r}))",
     )
     missed, again = (requests.get(nginx_farm.url + fast_url, timeout=10) for _ in range(2))
@@ -257,7 +257,7 @@ def test_a_memcached_server_killed_mid_run(nginx_farm):
 
 def test_nginx_asks_the_server_that_holds_the_document_first(tmp_path):
     """The web nodes and nginx agree on where each progress document lives
-    (core.client.FarmHash and nginx's `hash $memcached_key`), so a
+    (webfarm.core.client.FarmHash and nginx's `hash $memcached_key`), so a
     fast-path poll is one round trip: no server ever answers a miss."""
     with processes.stopped_after() as started:
         servers = [processes.memcached(tmp_path) for _ in range(3)]

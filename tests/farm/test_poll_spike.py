@@ -18,9 +18,9 @@ import pytest
 import requests
 from pymemcache.client.base import Client
 
-from polls.services import FLUSH_LOCK
 from tests.harness import processes
 from tests.harness.web import create_poll, flush_votes, vote_anonymously
+from webfarm.polls.services import FLUSH_LOCK
 
 pytestmark = pytest.mark.farm
 
@@ -77,7 +77,7 @@ def spike_farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SpikeFarm]:
 def _db_totals(farm: SpikeFarm, poll: int) -> dict[int, int]:
     with psycopg.connect(farm.database_url) as db:
         rows = db.execute(
-            "SELECT choice_id, count(*) FROM polls_vote WHERE poll_id = %s GROUP BY choice_id", (poll,)
+            "SELECT choice_id, count(*) FROM webfarm_polls_vote WHERE poll_id = %s GROUP BY choice_id", (poll,)
         ).fetchall()
     return dict(rows)
 

@@ -109,6 +109,6 @@ def test_a_configuration_error_stops_the_process_with_the_reason(tmp_path, proce
         assert started.proc.returncode != 0
         log = started.log()
         assert f"webfarm {process}: refusing to start, the configuration has errors" in log
-        assert "'two words'" in log and "core.E002" in log
+        assert "'two words'" in log and "webfarm_core.E002" in log
     finally:
         started.stop()

@@ -79,7 +79,7 @@ def test_a_pickle_planted_under_every_key_runs_nothing(tmp_path):
             env,
             "shell",
             "-c",
-            "from polls.models import Poll; p = Poll.objects.create(question='Q?'); "
+            "from webfarm.polls.models import Poll; p = Poll.objects.create(question='Q?'); "
             "p.choices.create(text='a'); print(p.id, p.choices.get().id)",
         ).split()
         poll_id, choice = poll[-2], poll[-1]

@@ -5,7 +5,7 @@ import time
 
 from celery import shared_task
 
-from core.client import get_client
+from webfarm.core.client import get_client
 
 
 def note(key: str, value: str) -> None:

@@ -11,9 +11,9 @@ def main() -> None:
     import django
 
     django.setup()
-    from core.client import get_client
-    from core.memo import get_or_set
     from tests.harness.together import at_start_line
+    from webfarm.core.client import get_client
+    from webfarm.core.memo import get_or_set
 
     client = get_client()
 

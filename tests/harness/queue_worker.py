@@ -13,7 +13,7 @@ def main() -> None:
     import django
 
     django.setup()
-    from queues.core import Queue
+    from webfarm.queues.core import Queue
 
     parser = argparse.ArgumentParser()
     parser.add_argument("role", choices=["produce", "consume", "hold"])
@@ -41,7 +41,7 @@ def main() -> None:
         return
 
     # consume until the parent raises the "done" flag and the queue stays empty
-    from core.client import server_client
+    from webfarm.core.client import server_client
 
     done_key = f"test:{args.queue}:done"
     idle_since = None

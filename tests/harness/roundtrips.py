@@ -1,7 +1,7 @@
 """What an operation costs in memcached and the database: commands, round
 trips and queries, measured on the wire rather than estimated.
 
-Every pymemcache client the farm makes (core.client's ring and per-server
+Every pymemcache client the farm makes (webfarm.core.client's ring and per-server
 clients, Django's cache) accepts a `socket_module`; this one hands out
 sockets that note, per thread, each command sent and each round trip (a
 read after a send: a batch of pipelined or noreply commands followed by one

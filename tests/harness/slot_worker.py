@@ -10,8 +10,8 @@ def main() -> None:
     import django
 
     django.setup()
-    from core.slots import LimitReached, acquire
     from tests.harness.together import at_start_line
+    from webfarm.core.slots import LimitReached, acquire
 
     at_start_line()
     try:

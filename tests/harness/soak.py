@@ -79,7 +79,7 @@ def prepare(base_url: str, env: dict) -> list[str]:
     poll, choice = json.loads(
         _shell(
             env,
-            "import json; from polls.models import Poll; p = Poll.objects.create(question='Soak?'); "
+            "import json; from webfarm.polls.models import Poll; p = Poll.objects.create(question='Soak?'); "
             "print(json.dumps([p.id, p.choices.create(text='yes').id]))",
         )
     )

@@ -8,8 +8,8 @@ import os
 import time
 from typing import Any
 
-from core.client import get_client
 from progress.api import Job, JobFailed, JobPart, JobResult, JobType, PartSpec, SlotLimits, Tracker, register
+from webfarm.core.client import get_client
 
 STEPS = 10
 

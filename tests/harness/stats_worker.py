@@ -10,9 +10,9 @@ def main() -> None:
     import django
 
     django.setup()
-    from core.client import get_client
-    from core.counters import count
-    from stats.harvest import harvest
+    from webfarm.core.client import get_client
+    from webfarm.core.counters import count
+    from webfarm.stats.harvest import harvest
 
     role, arg = sys.argv[1], int(sys.argv[2])
     if role == "count":

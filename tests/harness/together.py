@@ -13,7 +13,7 @@ from tests.harness.processes import ROOT, wait_for
 
 
 def run_together(module: str, *args: str, count: int, servers: str, namespace: str) -> list[str]:
-    from core.client import get_client
+    from webfarm.core.client import get_client
 
     client = get_client()
     client.set("test:ready", b"0")
@@ -29,7 +29,7 @@ def run_together(module: str, *args: str, count: int, servers: str, namespace: s
 
 def at_start_line() -> None:
     """In the child: say ready, then wait for everyone's go."""
-    from core.client import get_client
+    from webfarm.core.client import get_client
 
     client = get_client()
     client.incr("test:ready", 1)

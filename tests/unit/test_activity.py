@@ -10,12 +10,12 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from activity.drain import DrainerBusy, drain
-from activity.handler import QUEUE_NAME, SiteLogHandler
-from core import counters
-from core.client import get_client
-from queues.core import DeadLetter, Queue
 from tests.harness.processes import free_port, wait_for
+from webfarm.activity.drain import DrainerBusy, drain
+from webfarm.activity.handler import QUEUE_NAME, SiteLogHandler
+from webfarm.core import counters
+from webfarm.core.client import get_client
+from webfarm.queues.core import DeadLetter, Queue
 
 pytestmark = pytest.mark.django_db
 
@@ -113,8 +113,8 @@ def test_malformed_entries_go_to_the_dead_letters_and_the_rest_is_written(tmp_pa
 
 
 def test_the_newest_activity_ignores_what_someone_else_put_in_memcached(tmp_path):
-    from activity import recent
-    from core.seal import seal
+    from webfarm.activity import recent
+    from webfarm.core.seal import seal
 
     client = get_client()
     for planted in (
@@ -232,7 +232,7 @@ def test_logging_a_request_never_loads_the_session_or_user_the_view_did_not(
 
 
 def test_records_are_shipped_in_batches_not_one_by_one(monkeypatch, tmp_path):
-    from activity import handler
+    from webfarm.activity import handler
 
     batches: list[list[str]] = []
     ship = handler.ship
@@ -261,8 +261,8 @@ def test_records_are_shipped_in_batches_not_one_by_one(monkeypatch, tmp_path):
 
 def test_a_poll_is_a_read_of_a_view_its_app_marks_polled_or_a_static_file():
     """activity knows no app's URLs: the URLconf says which view a path
-    reaches, and the app marks it (core.http.polled)."""
-    from activity.polling import is_poll
+    reaches, and the app marks it (webfarm.core.http.polled)."""
+    from webfarm.activity.polling import is_poll
 
     job, token = "a" * 22, "b" * 22
     for path in [
@@ -290,7 +290,7 @@ def test_a_poll_is_a_read_of_a_view_its_app_marks_polled_or_a_static_file():
 
 
 def test_a_secret_an_app_names_is_left_out_of_every_log_line():
-    from core.paths import hide_in_logs, hide_tokens
+    from webfarm.core.paths import hide_in_logs, hide_tokens
 
     job, token = "a" * 22, "b" * 22
     assert (

@@ -1,7 +1,7 @@
-"""core.appsettings: defaults overlaid by the settings dict, merged once,
+"""webfarm.core.appsettings: defaults overlaid by the settings dict, merged once,
 merged again (and its listeners told) when that setting changes."""
 
-from core.appsettings import AppSettings, Setting
+from webfarm.core.appsettings import AppSettings, Setting
 
 
 def test_defaults_overlaid_cached_and_renewed_when_the_setting_changes(settings):
@@ -18,7 +18,7 @@ def test_defaults_overlaid_cached_and_renewed_when_the_setting_changes(settings)
 
 
 def test_a_variable_is_named_for_its_setting_and_the_old_name_still_works(monkeypatch, settings):
-    from core.checks import check_environment_names
+    from webfarm.core.checks import check_environment_names
     from webfarm.env import env_float, old_names_in_use
 
     monkeypatch.setenv("QUEUE_HOLE_WAIT", "3.5")  # the name from before the rename
@@ -26,6 +26,6 @@ def test_a_variable_is_named_for_its_setting_and_the_old_name_still_works(monkey
     assert old_names_in_use() == ["QUEUE_HOLE_WAIT"]
     settings.OLD_ENVIRONMENT_NAMES = old_names_in_use()
     (warning,) = check_environment_names()
-    assert warning.id == "core.W001" and "QUEUE_HOLE_WAIT" in warning.msg
+    assert warning.id == "webfarm_core.W001" and "QUEUE_HOLE_WAIT" in warning.msg
     monkeypatch.setenv("QUEUES_HOLE_WAIT", "4")  # the new name wins
     assert env_float("QUEUES_HOLE_WAIT", 2.0) == 4.0 and old_names_in_use() == []

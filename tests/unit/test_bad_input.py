@@ -6,9 +6,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from polls.models import Poll
 from progress import services
 from tests.harness.hostile import HOSTILE
+from webfarm.polls.models import Poll
 
 pytestmark = pytest.mark.django_db
 

@@ -107,8 +107,8 @@ def test_a_parts_progress_write_is_four_round_trips_and_no_query(split_job):
 
 @pytest.fixture
 def poll():
-    from polls.models import Poll
-    from polls.services import flush_all
+    from webfarm.polls.models import Poll
+    from webfarm.polls.services import flush_all
 
     poll = Poll.objects.create(question="Tabs or spaces?")
     for position, text in enumerate(["Tabs", "Spaces"]):
@@ -237,7 +237,7 @@ def test_a_split_start_costs_a_whole_start_and_a_send_per_part(order_lines, star
 
 
 def test_a_batch_of_a_hundred_is_claimed_in_two_round_trips_and_acknowledged_in_one():
-    from queues.core import Queue
+    from webfarm.queues.core import Queue
 
     producer, consumer = Queue("budget"), Queue("budget")
     for _ in range(5):

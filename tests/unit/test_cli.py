@@ -7,9 +7,9 @@ import subprocess
 import sys
 import time
 
-from activity.handler import QUEUE_NAME
-from queues.core import Queue
 from tests.harness.processes import ROOT, wait_for
+from webfarm.activity.handler import QUEUE_NAME
+from webfarm.queues.core import Queue
 
 
 def test_drain_sitelog_follow_says_what_it_wrote_as_it_goes_and_stops_on_ctrl_c(

@@ -7,8 +7,8 @@ from django.core.exceptions import ImproperlyConfigured
 from pymemcache.client.base import Client
 from pymemcache.exceptions import MemcacheError
 
-from core.client import build_client, get_client, parse_servers, server_client
 from tests.harness import processes
+from webfarm.core.client import build_client, get_client, parse_servers, server_client
 
 
 def _raw(address: str) -> Client:
@@ -108,7 +108,7 @@ def test_the_first_call_after_a_memcached_restart_succeeds(tmp_path, settings):
 def test_a_remembered_placement_is_the_one_the_hash_gives():
     from pymemcache.client.rendezvous import RendezvousHash
 
-    from core.client import FarmHash, nginx_server_index, read_by_nginx
+    from webfarm.core.client import FarmHash, nginx_server_index, read_by_nginx
 
     read_by_nginx("pub:")  # as progress.store does: its public documents
     nodes = ["10.0.0.1:11211", "10.0.0.2:11211", "10.0.0.3:11211"]
@@ -136,7 +136,7 @@ def test_a_remembered_placement_is_the_one_the_hash_gives():
 def test_a_memcached_too_old_for_meta_commands_stops_the_processes_at_start(settings, memcached_server):
     from django.core import checks
 
-    from core.checks import version_problem
+    from webfarm.core.checks import version_problem
 
     assert version_problem("1.6.18") is None and version_problem("1.7.0") is None
     assert "1.6.10 or later" in version_problem("1.6.9") and "1.6.10 or later" in version_problem("1.5.22")
@@ -144,4 +144,4 @@ def test_a_memcached_too_old_for_meta_commands_stops_the_processes_at_start(sett
     # The servers that answer are asked; one that does not answer yet is no error.
     dead = f"127.0.0.1:{processes.free_port()}"
     settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [memcached_server, dead]}
-    assert not [m for m in checks.run_checks() if m.id == "core.E003"]
+    assert not [m for m in checks.run_checks() if m.id == "webfarm_core.E003"]

@@ -10,7 +10,6 @@ import time
 import pytest
 from django.contrib.auth import get_user_model
 
-from core.client import get_client
 from progress import services, store
 from progress.exceptions import JobEnded
 from progress.parts.combined import combine, parts_share
@@ -19,6 +18,7 @@ from progress.parts.reporter import PartReporter
 from progress.records import MAX_PARTS, CorruptRecord, JobRecord, PartProgress
 from progress.templatetags.progress import parts_line
 from tests.harness.roundtrips import counting, steady
+from webfarm.core.client import get_client
 
 
 def _record(*parts: PartProgress, state: str = "running") -> JobRecord:

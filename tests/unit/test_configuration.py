@@ -1,4 +1,4 @@
-"""One declaration per setting (core.appsettings.Setting): its default, its
+"""One declaration per setting (webfarm.core.appsettings.Setting): its default, its
 type, its environment variable and its line in docs/configuration.md all come
 from it, and the page is held to it here."""
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from core.appsettings import AppSettings, Setting
 from webfarm.configdoc import PAGE, app_settings, page_with, section
+from webfarm.core.appsettings import AppSettings, Setting
 from webfarm.env import env_app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,9 +82,9 @@ def test_a_variable_is_read_as_its_defaults_type(monkeypatch):
 
 def test_settings_that_had_no_variable_have_one(monkeypatch):
     """QUEUED_LEASE, REQUEST_LEASE and FLUSH_BATCH could not be set from the environment."""
-    from limits.conf import get_config as limits
-    from polls.conf import get_config as polls
     from progress.conf import get_config as progress
+    from webfarm.limits.conf import get_config as limits
+    from webfarm.polls.conf import get_config as polls
 
     monkeypatch.setenv("PROGRESS_QUEUED_LEASE", "900")
     monkeypatch.setenv("LIMITS_REQUEST_LEASE", "90")

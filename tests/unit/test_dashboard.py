@@ -11,18 +11,18 @@ from django.test import Client
 from pymemcache.client.base import Client as MemcacheClient
 from pymemcache.exceptions import MemcacheServerError
 
-from activity import recent
-from activity.drain import drain
-from activity.handler import QUEUE_NAME
-from core import counters
-from core.client import get_client
-from dashboard import series, servers
-from dashboard.workers import Heartbeat, live_workers
-from queues.core import Queue
-from queues.registry import known_queues
-from stats.harvest import harvest
-from stats.models import CounterMinute
 from tests.harness.processes import free_port, memcached
+from webfarm.activity import recent
+from webfarm.activity.drain import drain
+from webfarm.activity.handler import QUEUE_NAME
+from webfarm.core import counters
+from webfarm.core.client import get_client
+from webfarm.dashboard import series, servers
+from webfarm.dashboard.workers import Heartbeat, live_workers
+from webfarm.queues.core import Queue
+from webfarm.queues.registry import known_queues
+from webfarm.stats.harvest import harvest
+from webfarm.stats.models import CounterMinute
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -1,6 +1,6 @@
 """A memcached server that stops answering is marked down after a bounded
 number of failed calls, is not tried on every call after that, is tried again
-by one call at a time, and comes back by itself (core.health). Against a real
+by one call at a time, and comes back by itself (webfarm.core.health). Against a real
 memcached and a real socket that accepts connections and never answers, the
 way a host that vanished behind a switch behaves for a connection that was
 already open."""
@@ -16,9 +16,9 @@ from contextlib import suppress
 import pytest
 from pymemcache.exceptions import MemcacheServerError
 
-from core import health
-from core.client import get_client, server_address, server_client
 from tests.harness import processes
+from webfarm.core import health
+from webfarm.core.client import get_client, server_address, server_client
 
 
 class Silent:

@@ -13,15 +13,15 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from imports import rows
-from imports.jobs import import_customers
-from imports.models import RejectedRow, Upload
 from progress.api import Job, JobType
 from progress.launching.admission import start_job
 from progress.launching.running import run_job
 from progress.registry import get_job_type
 from progress.selectors import job_record
 from reports.models import Customer
+from webfarm.imports import rows
+from webfarm.imports.jobs import import_customers
+from webfarm.imports.models import RejectedRow, Upload
 
 pytestmark = pytest.mark.django_db
 

@@ -9,14 +9,14 @@ import time
 
 import pytest
 
-from core.leases import Busy, lease
 from tests.harness.processes import ROOT, wait_for
+from webfarm.core.leases import Busy, lease
 
 TTL = 2
 HOLDER = """
 import sys, time, django
 django.setup()
-from core.leases import lease
+from webfarm.core.leases import lease
 with lease("test:lease", int(sys.argv[1])) as renew:
     print("held", flush=True)
     while True:

@@ -6,9 +6,6 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from core import counters, slots
-from core.client import get_client
-from core.slots import Lease, LimitReached, SlotsTaken, SlotsUnavailable, acquire
 from progress import services as progress_services
 from progress import store
 from progress.launching.admission import StartRefused, start_job
@@ -17,6 +14,9 @@ from reports import results
 from reports.registry import get_report
 from tests.harness.processes import free_port, wait_for
 from tests.harness.together import run_together
+from webfarm.core import counters, slots
+from webfarm.core.client import get_client
+from webfarm.core.slots import Lease, LimitReached, SlotsTaken, SlotsUnavailable, acquire
 
 pytestmark = pytest.mark.django_db
 
@@ -219,7 +219,7 @@ def test_slots_come_back_when_jobs_end_however_they_end(alice):
 def test_refused_starts_answer_503_json_or_the_form_again_and_are_counted_and_logged(
     alice, caplog, monkeypatch
 ):
-    from core import refusals
+    from webfarm.core import refusals
 
     monkeypatch.setattr(refusals, "LOG_EVERY", 0.5)
     client = Client()

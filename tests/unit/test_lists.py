@@ -1,10 +1,10 @@
-"""core.lists on a real memcached: what someone else wrote into a list
+"""webfarm.core.lists on a real memcached: what someone else wrote into a list
 cannot hide the names appended after it."""
 
 import pickle
 
-from core.client import get_client
-from core.lists import add_member, members
+from webfarm.core.client import get_client
+from webfarm.core.lists import add_member, members
 
 
 def _named(name: str) -> bool:

@@ -1,12 +1,12 @@
-"""Login tries (limits.logins): a few wrong passwords, then a pause, before any
+"""Login tries (webfarm.limits.logins): a few wrong passwords, then a pause, before any
 password is hashed; the right password works again once the window ends."""
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from core.client import get_client
-from limits import logins
+from webfarm.core.client import get_client
+from webfarm.limits import logins
 
 pytestmark = pytest.mark.django_db
 

@@ -5,11 +5,11 @@ import time
 
 import pytest
 
-from core.client import get_client, meta_command, server_client
-from core.memo import get_or_set
-from core.seal import seal
 from tests.harness.processes import free_port
 from tests.harness.together import run_together
+from webfarm.core.client import get_client, meta_command, server_client
+from webfarm.core.memo import get_or_set
+from webfarm.core.seal import seal
 
 
 def test_many_processes_at_once_compute_once(memcached_server, progress_on_real_memcached):

@@ -7,11 +7,11 @@ import threading
 import pytest
 from django.contrib.auth import get_user_model
 
-from core.client import get_client
 from progress import services
 from progress.models import Job, JobPart
 from progress.parts.countdown import PartSpec, create_parts, finish_part, left_key, parts_left, start_part
 from tests.harness.processes import free_port
+from webfarm.core.client import get_client
 
 PARTS = 16
 

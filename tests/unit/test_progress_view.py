@@ -6,9 +6,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from core.client import get_client
 from progress import services, store
 from tests.harness.processes import free_port
+from webfarm.core.client import get_client
 
 pytestmark = pytest.mark.django_db
 

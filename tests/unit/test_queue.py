@@ -8,12 +8,12 @@ import time
 
 import pytest
 
-from core.client import server_client
-from queues.core import Queue, producer
-from queues.exceptions import InvalidQueueName, MessageTooLarge
 from tests.harness import keyspace, processes
 from tests.harness.hostile import HOSTILE
 from tests.harness.processes import wait_for
+from webfarm.core.client import server_client
+from webfarm.queues.core import Queue, producer
+from webfarm.queues.exceptions import InvalidQueueName, MessageTooLarge
 
 
 @pytest.fixture

@@ -158,8 +158,8 @@ def test_507_when_memcached_is_full(client, settings, tmp_path):
 
 
 def test_the_front_never_reaches_the_farms_own_queues(client, settings):
-    from activity.handler import QUEUE_NAME
-    from queues.core import Queue
+    from webfarm.activity.handler import QUEUE_NAME
+    from webfarm.queues.core import Queue
 
     for name in (QUEUE_NAME, "poll-votes", settings.CELERY_TASK_DEFAULT_QUEUE):
         for response in (
@@ -225,7 +225,7 @@ def test_reading_a_queue_nobody_created_creates_nothing(client, memcached_server
 
 
 def test_the_front_keeps_a_bounded_number_of_queues_and_forgets_idle_empty_ones(client, settings):
-    from queues import front
+    from webfarm.queues import front
 
     settings.QUEUES = {**settings.QUEUES, "HTTP_MAX_QUEUES": 3, "HTTP_IDLE_AFTER": 1}
     for name in ("q1", "q2", "q3"):
@@ -260,7 +260,7 @@ def test_dead_letters_of_a_front_queue_are_visible_to_its_clients(client, settin
 
 
 def test_a_queue_holds_at_most_its_messages_and_bytes_and_has_room_again_once_consumed(client, settings):
-    from queues import front
+    from webfarm.queues import front
 
     settings.QUEUES = {**settings.QUEUES, "HTTP_MAX_MESSAGES": 4, "HTTP_MAX_BYTES": 1000}
     front._recounted.clear()
@@ -288,7 +288,7 @@ def test_a_queue_holds_at_most_its_messages_and_bytes_and_has_room_again_once_co
 
 
 def test_the_front_as_a_whole_holds_at_most_its_total(client, settings):
-    from queues import front
+    from webfarm.queues import front
 
     settings.QUEUES = {**settings.QUEUES, "HTTP_MAX_BYTES": 2000, "HTTP_MAX_TOTAL_BYTES": 3000}
     front._recounted.clear()
@@ -300,8 +300,8 @@ def test_the_front_as_a_whole_holds_at_most_its_total(client, settings):
 
 
 def test_a_number_planted_as_the_front_count_does_not_stop_the_front(client, settings, memcached_server):
-    from core.client import server_client
-    from queues import front
+    from webfarm.core.client import server_client
+    from webfarm.queues import front
 
     assert _post(client, "/queues/p/", b"m").status_code == 201
     server_client(front.FRONT_BYTES).set(front.FRONT_BYTES, b"not a number", noreply=False)
@@ -317,7 +317,7 @@ def test_a_burst_of_new_names_does_not_pass_the_queue_limit(client, settings):
     settings.QUEUES = {**settings.QUEUES, "HTTP_MAX_QUEUES": 3}
     assert _post(client, "/queues/first/", b"m").status_code == 201
     # Another node listed two more since this process read the registry.
-    from queues import registry
+    from webfarm.queues import registry
 
     registry.register("http.elsewhere1", "00000000")
     registry.register("http.elsewhere2", "00000000")

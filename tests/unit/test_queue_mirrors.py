@@ -9,10 +9,10 @@ import pytest
 from django.core.management import call_command
 from pymemcache.client.base import Client
 
-from queues.core import Queue
-from queues.mirror import MEMBER, STALE
 from tests.harness import keyspace, processes
 from tests.harness.processes import wait_for
+from webfarm.queues.core import Queue
+from webfarm.queues.mirror import MEMBER, STALE
 
 
 @pytest.fixture

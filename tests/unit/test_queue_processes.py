@@ -8,11 +8,11 @@ import sys
 import uuid
 from collections import Counter
 
-from core.client import server_client
-from queues.core import Queue
-from queues.exceptions import QueueFull
 from tests.harness import processes
 from tests.harness.processes import ROOT, wait_for
+from webfarm.core.client import server_client
+from webfarm.queues.core import Queue
+from webfarm.queues.exceptions import QueueFull
 
 
 def _env(memcached: str, namespace: str, **extra: str) -> dict:

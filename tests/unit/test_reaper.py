@@ -6,8 +6,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.contrib.auth import get_user_model
 
-from core import slots
-from core.client import get_client
 from progress import store
 from progress.exceptions import JobNotRunnable
 from progress.launching.admission import start_job
@@ -18,6 +16,8 @@ from progress.reporter import ProgressReporter
 from progress.services import begin_job
 from reports.registry import get_report
 from tests.harness.processes import free_port, wait_for
+from webfarm.core import slots
+from webfarm.core.client import get_client
 
 pytestmark = pytest.mark.django_db
 

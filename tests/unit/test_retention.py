@@ -7,13 +7,13 @@ from django.contrib.auth import get_user_model
 from django.contrib.sessions.models import Session
 from django.utils import timezone
 
-from core.tasks import clear_expired_sessions
-from imports.models import Upload
-from imports.services import purge_uploads
 from progress import services
 from progress.models import Job
 from progress.retention import purge_ended_jobs
 from reports.models import ResultFile
+from webfarm.core.tasks import clear_expired_sessions
+from webfarm.imports.models import Upload
+from webfarm.imports.services import purge_uploads
 
 pytestmark = pytest.mark.django_db
 

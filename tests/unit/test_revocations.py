@@ -1,12 +1,12 @@
-"""Revocations (core.revocations): a copy in memcached made before a change
+"""Revocations (webfarm.core.revocations): a copy in memcached made before a change
 the database knows of is refused, in every process, within REFRESH seconds."""
 
 import time
 
 import pytest
 
-from core import revocations
-from core.models import Revocation
+from webfarm.core import revocations
+from webfarm.core.models import Revocation
 
 pytestmark = pytest.mark.django_db
 

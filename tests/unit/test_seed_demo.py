@@ -4,8 +4,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from polls.models import Poll
 from reports.models import Order
+from webfarm.polls.models import Poll
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""Sessions cached in memcached without trusting memcached (core.sessions)."""
+"""Sessions cached in memcached without trusting memcached (webfarm.core.sessions)."""
 
 import logging
 import os
@@ -12,8 +12,8 @@ from django.core import signing
 from django.core.cache import caches
 from django.test import Client
 
-from core.sessions import VALUE_SALT, SessionStore
 from tests.harness import keyspace
+from webfarm.core.sessions import VALUE_SALT, SessionStore
 
 pytestmark = pytest.mark.django_db
 
@@ -64,7 +64,7 @@ def test_a_pickle_planted_for_a_session_runs_nothing(memcached_server, tmp_path,
     plain_prefix = caches["default"].make_key("django.contrib.sessions.cached_db")
     for key in (_cache_key(session_id), plain_prefix + session_id):
         keyspace.plant(memcached_server, key, payload, flags=1)
-    with caplog.at_level(logging.WARNING, logger="core.tampering"):
+    with caplog.at_level(logging.WARNING, logger="webfarm.core.tampering"):
         response = client.get("/jobs/")
     assert response.status_code == 200  # still alice: read from the database
     assert b"alice" in response.content

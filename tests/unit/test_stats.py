@@ -8,11 +8,11 @@ import pytest
 from django.db.models import Sum
 from django.test import Client
 
-from core import counters
-from core.client import get_client
-from stats.harvest import harvest
-from stats.models import CounterSample
 from tests.harness.processes import ROOT, free_port
+from webfarm.core import counters
+from webfarm.core.client import get_client
+from webfarm.stats.harvest import harvest
+from webfarm.stats.models import CounterSample
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -100,7 +100,7 @@ def test_concurrent_incrementers_and_two_harvesters_lose_and_double_nothing(
     import sqlite3
 
     db = sqlite3.connect(tmp_path / "stats.sqlite3")
-    rows = dict(db.execute("SELECT key, SUM(value) FROM stats_countersample GROUP BY key").fetchall())
+    rows = dict(db.execute("SELECT key, SUM(value) FROM webfarm_stats_countersample GROUP BY key").fetchall())
     db.close()
     assert rows == {"hits|kind=a": 6000, "hits|kind=b": 6000}
 
@@ -145,7 +145,7 @@ def test_polls_are_tallied_in_the_process_and_sent_together(monkeypatch):
 
     from progress import services
 
-    monkeypatch.setattr("core.counters.FLUSH_EVERY", 3600)
+    monkeypatch.setattr("webfarm.core.counters.FLUSH_EVERY", 3600)
     counters.flush_soon()
     harvest()
     user = get_user_model().objects.create_user("poller", password="x")
@@ -190,7 +190,7 @@ def test_flush_soon_returns_only_once_what_was_tallied_is_sent(monkeypatch):
 
 
 def test_dead_letters_show_in_the_metrics_as_a_gauge_and_a_counter():
-    from queues.core import Queue
+    from webfarm.queues.core import Queue
 
     queue = Queue("metered")
     queue.put_many([b"fine", b"[]"])

@@ -5,12 +5,12 @@ records cannot split between servers."""
 import pytest
 from pymemcache.client.base import Client
 
-from core import counters
-from core.client import get_client, server_client
-from core.slots import SlotsUnavailable, acquire
-from queues.core import Queue
-from queues.exceptions import QueueUnavailable
 from tests.harness import processes
+from webfarm.core import counters
+from webfarm.core.client import get_client, server_client
+from webfarm.core.slots import SlotsUnavailable, acquire
+from webfarm.queues.core import Queue
+from webfarm.queues.exceptions import QueueUnavailable
 
 pytestmark = pytest.mark.django_db
 

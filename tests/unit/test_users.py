@@ -1,4 +1,4 @@
-"""Users cached in memcached (core.users): no query per request, and still
+"""Users cached in memcached (webfarm.core.users): no query per request, and still
 every change to a user is seen at once on every node, and nothing anyone
 plants in memcached makes a user more than they are."""
 
@@ -9,10 +9,10 @@ import pytest
 from django.contrib.auth import BACKEND_SESSION_KEY, get_user_model
 from django.test import Client
 
-from core import users
-from core.client import get_client
-from core.seal import seal
 from progress import services
+from webfarm.core import users
+from webfarm.core.client import get_client
+from webfarm.core.seal import seal
 
 pytestmark = pytest.mark.django_db
 

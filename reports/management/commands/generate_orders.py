@@ -5,9 +5,9 @@ from typing import Any
 from django.core.management.base import BaseCommand
 from tqdm import tqdm
 
-from core.memo import forget
 from reports import dataset
 from reports.selectors import DATASET_KEY, DATASET_TTL
+from webfarm.core.memo import forget
 
 
 class Command(BaseCommand):

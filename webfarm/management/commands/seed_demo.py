@@ -6,8 +6,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
-from polls.models import Poll
 from reports.models import Order
+from webfarm.polls.models import Poll
 
 DEMO_USERS = [("alice", False), ("bob", False), ("admin", True)]
 DEMO_POLL = ("Which report do you run most?", ["Sales by region", "Top customers", "Product return rates"])
@@ -33,7 +33,7 @@ class Command(BaseCommand):
             question, choices = DEMO_POLL
             # Saving a poll forgets its cached copy in memcached, which `make
             # run` has not started yet: there is nothing to forget, so no warning.
-            memo = logging.getLogger("core.memo")
+            memo = logging.getLogger("webfarm.core.memo")
             level, memo.level = memo.level, logging.ERROR
             try:
                 poll = Poll.objects.create(question=question)

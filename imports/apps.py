@@ -1,6 +1,0 @@
-from django.apps import AppConfig
-
-
-class ImportsConfig(AppConfig):
-    name = "imports"
-    verbose_name = "Customer imports from CSV"

@@ -1,0 +1,117 @@
+"""A logging handler that ships records into a memcached queue from any node.
+
+The request thread only puts the record on an in-process buffer (the stdlib's
+QueueHandler); a shipper thread writes to memcached, at most 20 times a
+second, as many records as are waiting in one `put_many` (one or two round
+trips for a batch, not per record). A full buffer or an unreachable memcached drops the records and
+counts them, never raising into the code that logged.
+"""
+
+import json
+import logging
+import logging.handlers
+import queue
+import socket
+import threading
+import time
+from typing import Any
+
+from webfarm.core.counters import count
+from webfarm.queues.core import producer
+from webfarm.queues.exceptions import QueueError, QueueFull
+
+QUEUE_NAME = "sitelog"
+BUFFER = 10_000
+# Records shipped in one put_many at most.
+SHIP_BATCH = 200
+# Seconds the shipper lets records gather after the first: waking for each one
+# would take the interpreter from the request threads hundreds of times a second.
+SHIP_PAUSE = 0.05
+NODE = socket.gethostname()
+# Attributes a LogRecord always has; anything else came in through `extra`.
+_STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"message", "asctime"}
+_STOP = object()
+
+
+def entry(record: logging.LogRecord) -> dict[str, Any]:
+    data = {
+        "ts": round(record.created, 3),
+        "level": record.levelname.lower(),
+        "logger": record.name,
+        "message": record.getMessage(),
+        "node": NODE,
+    }
+    data.update({k: v for k, v in record.__dict__.items() if k not in _STANDARD and not k.startswith("_")})
+    return data
+
+
+def ship(queue_name: str, records: list[logging.LogRecord]) -> None:
+    """Write records to the site log queue in one put_many; drops are counted."""
+    try:
+        bodies = [json.dumps(entry(record), default=str).encode() for record in records]
+        producer(queue_name).put_many(bodies)
+    except QueueFull as exc:
+        count("sitelog_dropped", len(records) - len(getattr(exc, "stored", [])), reason="memcached")
+    except QueueError:
+        count("sitelog_dropped", len(records), reason="memcached")
+    except Exception:
+        # Logging's rule: a handler never lets an error out (here it would
+        # end the shipper thread and with it all shipping).
+        count("sitelog_dropped", len(records), reason="error")
+
+
+class Shipper(threading.Thread):
+    """Takes what waits in the buffer, up to SHIP_BATCH records, and ships it."""
+
+    def __init__(self, buffer: "queue.Queue[Any]", queue_name: str) -> None:
+        super().__init__(name="sitelog-shipper", daemon=True)
+        self.buffer, self.queue_name = buffer, queue_name
+
+    def run(self) -> None:
+        while True:
+            batch = [self.buffer.get()]
+            if batch[0] is not _STOP:
+                time.sleep(SHIP_PAUSE)
+            while batch[-1] is not _STOP and len(batch) < SHIP_BATCH:
+                try:
+                    batch.append(self.buffer.get_nowait())
+                except queue.Empty:
+                    break
+            records = [record for record in batch if record is not _STOP]
+            if records:
+                ship(self.queue_name, records)
+            for _ in batch:
+                self.buffer.task_done()
+            if batch[-1] is _STOP:
+                return
+
+
+class SiteLogHandler(logging.handlers.QueueHandler):
+    """Put this in LOGGING: cheap for the caller, memcached written elsewhere."""
+
+    def __init__(self, queue_name: str = QUEUE_NAME) -> None:
+        super().__init__(queue.Queue(BUFFER))
+        self.shipper = Shipper(self.queue, queue_name)
+        self.shipper.start()
+
+    def enqueue(self, record: logging.LogRecord) -> None:
+        try:
+            self.queue.put_nowait(record)
+        except queue.Full:
+            count("sitelog_dropped", reason="buffer")
+
+    def flush(self, timeout: float = 5.0) -> None:
+        """Wait until what is buffered has been shipped (tests, shutdown)."""
+        deadline = time.monotonic() + timeout
+        while self.queue.unfinished_tasks and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def close(self) -> None:
+        if self.shipper.is_alive():
+            try:
+                self.queue.put(_STOP, timeout=1)
+            except queue.Full:
+                pass  # the daemon thread ends with the process
+            else:
+                self.shipper.join(5)
+        super().close()

@@ -1,0 +1,96 @@
+"""System checks of the base."""
+
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+
+from webfarm.core.client import parse_servers
+from webfarm.core.conf import get_config
+
+MAX_NAMESPACE = 64
+
+
+@checks.register()
+def check_memcached_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    config = get_config()
+    errors: list[checks.CheckMessage] = []
+    try:
+        parse_servers(config["SERVERS"])
+    except ImproperlyConfigured as exc:
+        errors.append(checks.Error(str(exc), id="webfarm_core.E001"))
+    namespace = config["NAMESPACE"]
+    if (
+        not namespace
+        or len(namespace) > MAX_NAMESPACE
+        or not namespace.isascii()
+        or any(ch.isspace() or not ch.isprintable() for ch in namespace)
+    ):
+        errors.append(
+            checks.Error(
+                f"MEMCACHED_NAMESPACE {namespace!r} must be 1-{MAX_NAMESPACE} printable "
+                "ASCII characters without whitespace (memcached key rules)",
+                id="webfarm_core.E002",
+            )
+        )
+    return errors
+
+
+@checks.register()
+def check_environment_names(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Variables set under an old name still work; say which, and the new name."""
+    old = getattr(settings, "OLD_ENVIRONMENT_NAMES", [])
+    if not old:
+        return []
+    return [
+        checks.Warning(
+            f"environment variables under old names: {', '.join(old)}",
+            hint="each is named for the setting it feeds now (QUEUES_HOLE_WAIT); see docs/configuration.md",
+            id="webfarm_core.W001",
+        )
+    ]
+
+
+# The meta commands (webfarm.core.client.MetaBatch) as this code speaks them: stable,
+# with `ms <key> <length>`, since memcached 1.6.10.
+MIN_MEMCACHED = (1, 6, 10)
+
+
+def version_problem(version: str) -> str | None:
+    """Why a memcached of this version cannot serve the farm, or None."""
+    parts = version.split(".")
+    try:
+        numbers = tuple(int(part) for part in parts[:3])
+    except ValueError:
+        return f"its version {version!r} is not one this code knows"
+    if len(numbers) < 3 or numbers < MIN_MEMCACHED:
+        wanted = ".".join(map(str, MIN_MEMCACHED))
+        return f"it is memcached {version}; the farm's meta commands need {wanted} or later"
+    return None
+
+
+@checks.register()
+def check_memcached_version(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """Each server that answers is recent enough; one that does not answer
+    yet is not an error here (a process may start before memcached does)."""
+    from pymemcache.client.base import Client
+    from pymemcache.exceptions import MemcacheError
+
+    errors: list[checks.CheckMessage] = []
+    try:
+        servers = parse_servers(get_config()["SERVERS"])
+    except ImproperlyConfigured:
+        return errors  # webfarm_core.E001 says why
+    for host, port in servers:
+        client = Client((host, port), connect_timeout=0.5, timeout=0.5)
+        try:
+            version = client.version().decode(errors="replace")
+        except (MemcacheError, OSError):
+            continue
+        finally:
+            client.close()
+        problem = version_problem(version)
+        if problem:
+            errors.append(checks.Error(f"memcached at {host}:{port}: {problem}", id="webfarm_core.E003"))
+    return errors

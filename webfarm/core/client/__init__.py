@@ -1,0 +1,44 @@
+"""The memcached client: the only code that knows memcached's wire.
+
+- protocol: pymemcache's Client with the pipelined and meta commands the
+  farm sends (ReconnectingClient, meta_command, MetaReply);
+- hashing: which server a key lives on (FarmHash; read_by_nginx);
+- ring: one client over every server whose key-to-server map never changes
+  (StableHashClient, build_client, parse_servers);
+- clients: the process's ring from the settings and a plain client per
+  thread to one server (get_client, server_client, server_of);
+- batches: meta commands on keys anywhere, one pipeline per server (MetaBatch).
+"""
+
+from webfarm.core.client.batches import MetaBatch
+from webfarm.core.client.clients import (
+    client_epoch,
+    client_options,
+    get_client,
+    reset_client,
+    server_client,
+    server_of,
+)
+from webfarm.core.client.hashing import FarmHash, nginx_server_index, read_by_nginx
+from webfarm.core.client.protocol import MetaReply, ReconnectingClient, meta_command, server_address
+from webfarm.core.client.ring import StableHashClient, build_client, parse_servers
+
+__all__ = [
+    "FarmHash",
+    "MetaBatch",
+    "MetaReply",
+    "ReconnectingClient",
+    "StableHashClient",
+    "build_client",
+    "client_epoch",
+    "client_options",
+    "get_client",
+    "meta_command",
+    "nginx_server_index",
+    "parse_servers",
+    "read_by_nginx",
+    "reset_client",
+    "server_address",
+    "server_client",
+    "server_of",
+]

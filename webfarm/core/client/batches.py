@@ -1,0 +1,52 @@
+"""Meta commands on keys anywhere on the ring, one pipeline per server."""
+
+from webfarm.core.client.clients import client_of, get_client, server_of
+from webfarm.core.client.protocol import MetaReply, meta_command
+from webfarm.core.client.ring import StableHashClient
+
+
+class MetaBatch:
+    """Meta commands on keys anywhere on the ring, sent as one pipeline per
+    server: on one server, the whole batch is one round trip.
+
+        batch = MetaBatch()
+        voted = batch.add(b"ms", marker, "T600", "ME", value=b"1")
+        epoch = batch.add(b"mg", built, "v")
+        replies = batch.run()
+        replies[voted].status == b"HD"
+
+    A key goes to the server it hashes to, or to its `route`'s (the keys a
+    queue or a limit keeps together on one server). Raises what pymemcache
+    raises for a server that cannot be reached; the batch may then have run
+    on the other servers.
+    """
+
+    def __init__(self, ring: StableHashClient | None = None) -> None:
+        self.ring = ring or get_client()
+        self._commands: list[tuple[str, bytes, str, tuple[str, ...], bytes | None]] = []
+
+    def add(
+        self, verb: bytes, key: str, *flags: str, value: bytes | None = None, route: str | None = None
+    ) -> int:
+        """Queue one command; its index in run()'s answer."""
+        self._commands.append((route or key, verb, key, flags, value))
+        return len(self._commands) - 1
+
+    def __len__(self) -> int:
+        return len(self._commands)
+
+    def run(self) -> list[MetaReply]:
+        by_server: dict[str, list[int]] = {}
+        for index, (route, *_) in enumerate(self._commands):
+            by_server.setdefault(server_of(route, self.ring), []).append(index)
+        replies: list[MetaReply | None] = [None] * len(self._commands)
+        for server, indexes in by_server.items():
+            client = client_of(server, self.ring)
+            commands = []
+            for index in indexes:
+                _, verb, key, flags, value = self._commands[index]
+                commands.append(meta_command(verb, client.wire_key(key), *flags, value=value))
+            for index, reply in zip(indexes, client.meta(commands), strict=True):
+                replies[index] = reply
+        self._commands = []
+        return replies  # type: ignore[return-value]

@@ -1,0 +1,99 @@
+"""The clients a process uses: the ring, built once per process from the
+settings, and a plain client per thread to one server (a queue's, a batch's)."""
+
+import contextlib
+import os
+import threading
+
+from django.core.exceptions import ImproperlyConfigured
+
+from webfarm.core.client.protocol import ReconnectingClient
+from webfarm.core.client.ring import StableHashClient, build_client
+from webfarm.core.conf import get_config
+
+_lock = threading.Lock()
+_clients: dict[int, StableHashClient] = {}
+
+
+def get_client() -> StableHashClient:
+    """The process's client; a forked child (Celery prefork) builds its own."""
+    pid = os.getpid()
+    client = _clients.get(pid)
+    if client is None:
+        with _lock:
+            client = _clients.get(pid)
+            if client is None:
+                config = get_config()
+                client = build_client(config["SERVERS"], config["NAMESPACE"])
+                _clients.clear()
+                _clients[pid] = client
+    return client
+
+
+def reset_client() -> None:
+    with _lock:
+        # Not closed here: another thread (a log shipper, a heartbeat) may be
+        # in the middle of a call, and a pool cleared under it loses track of
+        # the connection it reopens. Dropped, the client closes its
+        # connections when the last user lets go of it (__del__).
+        _clients.clear()
+        # Each thread closes its own server clients of older epochs (server_client).
+        global _epoch
+        _epoch += 1
+
+
+get_config.when_changed(reset_client)
+
+
+def client_epoch() -> int:
+    """Changes whenever reset_client() replaces the clients (settings changed)."""
+    return _epoch
+
+
+def client_options(ring: StableHashClient | None = None) -> dict:
+    """The settings' options for a plain (unpooled) client: namespace, timeouts."""
+    ring = ring or get_client()
+    return {k: v for k, v in ring.default_kwargs.items() if k not in _POOL_OPTIONS}
+
+
+_local = threading.local()
+_POOL_OPTIONS = {"max_pool_size", "pool_idle_timeout", "lock_generator"}
+_epoch = 0
+
+
+def server_client(route_key: str, ring: StableHashClient | None = None) -> ReconnectingClient:
+    """A plain client, for this thread, to the one server `route_key` hashes to
+    on `ring` (the settings' servers by default).
+
+    A queue keeps all its keys on one server so its counters and entries never
+    split, and so a batch is one pipelined round trip to one socket.
+    """
+    ring = ring or get_client()
+    return client_of(server_of(route_key, ring), ring)
+
+
+def server_of(route_key: str, ring: StableHashClient | None = None) -> str:
+    """The server `route_key` hashes to on `ring`: where a queue, a limit's
+    slots or a batch's keys that share it live together."""
+    server = (ring or get_client()).hasher.get_node(route_key)
+    if server is None:
+        raise ImproperlyConfigured("MEMCACHED_SERVERS names no server")
+    return server
+
+
+def client_of(server: str, ring: StableHashClient) -> ReconnectingClient:
+    cache: dict[tuple, ReconnectingClient] = _local.__dict__.setdefault("clients", {})
+    # A forked child inherits this thread's sockets: key by pid too. The epoch
+    # retires every thread's entries when reset_client() replaces the clients;
+    # each thread closes its own retired ones (never another thread's, which
+    # may be in the middle of a call).
+    pid = os.getpid()
+    slot = (pid, _epoch, id(ring), server)
+    client = cache.get(slot)
+    if client is None:
+        for old in [key for key in cache if key[0] == pid and key[1] != _epoch]:
+            with contextlib.suppress(Exception):
+                cache.pop(old).close()
+        client = ReconnectingClient(ring.clients[server].server, **client_options(ring))
+        cache[slot] = client
+    return client

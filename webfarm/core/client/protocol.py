@@ -1,0 +1,240 @@
+"""The wire: pymemcache's Client with the pipelined and meta commands the
+farm sends, and the one place that reads memcached's replies itself."""
+
+import contextlib
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+from pymemcache.client.base import Client
+from pymemcache.exceptions import (
+    MemcacheServerError,
+    MemcacheUnexpectedCloseError,
+    MemcacheUnknownCommandError,
+    MemcacheUnknownError,
+)
+
+from webfarm.core import health
+
+# A connection memcached closed (it restarted) fails once, when next used,
+# before any server saw the request: another try on a fresh connection is safe
+# and spares the first callers after a restart a needless error. A pool holds
+# one such connection per thread that used it, each dropped as it fails, so a
+# pooled client tries once more than it has idle connections.
+_STALE_CONNECTION = (MemcacheUnexpectedCloseError, BrokenPipeError, ConnectionResetError)
+
+
+def past_stale_connections(call: Callable[..., Any], *args: Any, tries: int = 2, **kwargs: Any) -> Any:
+    for _ in range(tries - 1):
+        try:
+            return call(*args, **kwargs)
+        except _STALE_CONNECTION:
+            continue
+    return call(*args, **kwargs)
+
+
+class MetaReply:
+    """memcached's answer to one meta command: its status (HD stored or
+    done, VA a value follows, EN miss, NF not found, NS not stored, EX CAS
+    mismatch), the flags it returned (b"c" -> CAS, b"W" win, ...) and the value.
+    Flags are parsed when asked for: a batch of a hundred answers seldom needs them."""
+
+    __slots__ = ("_tokens", "status", "value")
+
+    def __init__(self, status: bytes, tokens: bytes = b"", value: bytes | None = None) -> None:
+        self.status, self._tokens, self.value = status, tokens, value
+
+    @property
+    def flags(self) -> dict[bytes, bytes]:
+        return {t[:1]: t[1:] for t in self._tokens.split()}
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (b"HD", b"VA")
+
+    @property
+    def cas(self) -> int | None:
+        """The CAS the command returned (asked for with the c flag)."""
+        for token in self._tokens.split():
+            if token[:1] == b"c":
+                return int(token[1:])
+        return None
+
+    def __repr__(self) -> str:
+        return f"MetaReply({self.status!r}, {self._tokens!r}, {self.value!r:.40})"
+
+    def number(self) -> int | None:
+        """The value of an `ma ... v` or a counter read with `mg ... v`; None if not a number."""
+        return int(self.value) if self.value is not None and self.value.isdigit() else None
+
+
+_META_STATUSES = frozenset((b"HD", b"VA", b"EN", b"NF", b"NS", b"EX", b"MN"))
+# Bytes read at a time for meta answers (a batch of entries is hundreds of KB).
+META_RECV = 256 * 1024
+
+
+def meta_command(verb: bytes, wire_key: bytes, *flags: str, value: bytes | None = None) -> bytes:
+    """One meta command (mg, ms, ma, md) for ReconnectingClient.meta: `flags`
+    as memcached's protocol spells them ("v", "T60", "ME", "N30", "J1", "C<cas>")."""
+    flag_bytes = " ".join(flags).encode()
+    if value is None:
+        return b"%s %s %s\r\n" % (verb, wire_key, flag_bytes)
+    return b"%s %s %d %s\r\n%s\r\n" % (verb, wire_key, len(value), flag_bytes, value)
+
+
+@lru_cache(maxsize=1024)
+def server_address(server: Any) -> str:
+    """A pymemcache client's server, (host, port) or a string, as "host:port"."""
+    if isinstance(server, tuple):
+        return f"{server[0]}:{server[1]}"
+    return str(server)
+
+
+class ReconnectingClient(Client):
+    """pymemcache's Client, trying again on a connection found dead, with the
+    pipelined calls pymemcache has no public method for. This module is the
+    one adapter to pymemcache's internals; the rest of the code calls these."""
+
+    def add_many(self, values: dict[str, bytes], expire: int = 0) -> dict[str, bool]:
+        """`add` every value in one round trip: True where it was stored (the
+        key was absent)."""
+        if not values:
+            return {}
+        return self._store_cmd(b"add", values, expire, False)
+
+    def pipeline(self, commands: list[bytes], name: bytes) -> list[bytes]:
+        """Raw protocol commands (built with `wire_key`) in one round trip; the
+        reply line of each. `name` is the command, for pymemcache's errors."""
+        return self._misc_cmd(commands, name, False)
+
+    def wire_key(self, key: str) -> bytes:
+        """`key` as it goes on the wire: namespaced and checked."""
+        return self.check_key(key, self.key_prefix)
+
+    def cas_many(self, items: list[tuple[str, bytes, int]], expire: int = 0) -> list[bool | None]:
+        """`cas` each (key, value, version) in one round trip: True stored,
+        False changed since (EXISTS), None gone (NOT_FOUND)."""
+        commands = [
+            b"cas %s 0 %d %d %d\r\n%s\r\n" % (self.wire_key(key), expire, len(value), version, value)
+            for key, value, version in items
+        ]
+        lines = self.pipeline(commands, b"cas")
+        return [True if line == b"STORED" else False if line == b"EXISTS" else None for line in lines]
+
+    def touch_many(self, keys: list[str], expire: int) -> None:
+        """Give each key `expire` seconds more to live, in one round trip."""
+        self.pipeline([b"touch %s %d\r\n" % (self.wire_key(key), expire) for key in keys], b"touch")
+
+    def meta(self, commands: list[bytes], *, errors: bool = False, quietly: bytes = b"") -> list[MetaReply]:
+        """Meta commands (made with meta_command and wire_key) in one round
+        trip, the answer to each in order. memcached's meta protocol does in
+        one command what takes two in the classic one: create-and-increment
+        (`ma` with N and J), add returning a CAS (`ms` with ME and c), delete
+        only if unchanged (`md` with C), a miss that elects one refresher
+        (`mg` with N: W to the winner).
+
+        errors=True: a command memcached refused (SERVER_ERROR out of memory
+        under -M, CLIENT_ERROR for a counter that is not a number) is an
+        answer like any other, with that status and memcached's words as its
+        value, and the commands after it are still read; by default it raises
+        as pymemcache does. `quietly`: classic noreply commands sent in the
+        same write, which answer nothing."""
+        if not commands and not quietly:
+            return []
+        return health.call(self.address, past_stale_connections, self._meta, commands, errors, quietly)
+
+    def _meta(
+        self, commands: list[bytes], errors: bool, quietly: bytes, quiet: list[bytes] | None = None
+    ) -> list[MetaReply]:
+        if self.sock is None:
+            self._connect()
+        try:
+            trailer = b"" if quiet is None else b"".join(quiet) + b"mn\r\n"
+            self.sock.sendall(b"".join(commands) + trailer + quietly)
+            reader = _MetaReader(self)
+            replies = [reader.reply(errors) for _ in commands]
+            if quiet is not None:
+                while (reply := reader.reply(True)).status != b"MN":
+                    replies.append(reply)
+            return replies
+        except Exception:
+            self.close()
+            raise
+
+    def meta_quiet(
+        self, commands: list[bytes], quiet: list[bytes]
+    ) -> tuple[list[MetaReply], dict[bytes, MetaReply]]:
+        """`commands` as meta(), then `quiet` commands (made with the q flag
+        and an opaque O<token>), which answer only when they fail, closed by
+        `mn`: one round trip, and a batch's successes cost no answer to parse.
+        Returns the commands' answers and the failed quiet ones by token.
+        An error memcached does not say the command of raises."""
+        replies = health.call(self.address, past_stale_connections, self._meta, commands, False, b"", quiet)
+        failed: dict[bytes, MetaReply] = {}
+        for reply in replies[len(commands) :]:
+            token = reply.flags.get(b"O")
+            if token is None:
+                raise MemcacheServerError(reply.status + b" " + (reply.value or b""))
+            failed[token] = reply
+        return replies[: len(commands)], failed
+
+    def _fetch_cmd(self, *args: Any, **kwargs: Any) -> Any:
+        return health.call(self.address, past_stale_connections, super()._fetch_cmd, *args, **kwargs)
+
+    def _store_cmd(self, *args: Any, **kwargs: Any) -> Any:
+        return health.call(self.address, past_stale_connections, super()._store_cmd, *args, **kwargs)
+
+    def _misc_cmd(self, *args: Any, **kwargs: Any) -> Any:
+        return health.call(self.address, past_stale_connections, super()._misc_cmd, *args, **kwargs)
+
+    @property
+    def address(self) -> str:
+        """host:port, as webfarm.core.health knows the server."""
+        return server_address(self.server)
+
+    def __del__(self) -> None:
+        # Retired clients of a thread that never calls again (closed by no one).
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+class _MetaReader:
+    """Meta answers from a client's socket, read through one buffer with a
+    position: a batch's answers are parsed without copying what is left of
+    the buffer for every line."""
+
+    __slots__ = ("buf", "client", "pos")
+
+    def __init__(self, client: ReconnectingClient) -> None:
+        self.client, self.buf, self.pos = client, b"", 0
+
+    def _more(self) -> None:
+        data = self.client.sock.recv(META_RECV)
+        if not data:
+            raise MemcacheUnexpectedCloseError()
+        self.buf, self.pos = self.buf[self.pos :] + data, 0
+
+    def reply(self, errors: bool) -> MetaReply:
+        end = self.buf.find(b"\r\n", self.pos)
+        while end < 0:
+            self._more()
+            end = self.buf.find(b"\r\n", self.pos)
+        line, self.pos = self.buf[self.pos : end], end + 2
+        status, _, tokens = line.partition(b" ")
+        value = None
+        if status == b"VA":
+            size, _, tokens = tokens.partition(b" ")
+            while len(self.buf) < self.pos + int(size) + 2:
+                self._more()
+            stop = self.pos + int(size)
+            value, self.pos = self.buf[self.pos : stop], stop + 2
+        elif status not in _META_STATUSES:
+            if errors and status in (b"SERVER_ERROR", b"CLIENT_ERROR"):
+                return MetaReply(status, b"", tokens)
+            if line == b"ERROR":
+                raise MemcacheUnknownCommandError(
+                    f"memcached at {self.client.server} does not know meta commands: it needs 1.6.10 or later"
+                )
+            self.client._raise_errors(line, b"meta")
+            raise MemcacheUnknownError(line[:32])
+        return MetaReply(status, tokens, value)

@@ -1,0 +1,35 @@
+"""The memcached client's settings, overlaid by settings.MEMCACHED."""
+
+from webfarm.core.appsettings import AppSettings, Setting
+
+get_config = AppSettings(
+    "MEMCACHED",
+    [
+        Setting(
+            "SERVERS",
+            ["127.0.0.1:11211"],
+            "comma-separated `host:port` (IPv6 as `[::1]:11211`); the same list, in the same order, on "
+            "every node",
+        ),
+        # So several farms can share servers.
+        Setting("NAMESPACE", "webfarm", "prefix of every key; lets several farms share memcached"),
+        # A dead server must cost a request little, not hang it.
+        Setting("CONNECT_TIMEOUT", 0.5, "seconds to connect to a memcached server"),
+        Setting("TIMEOUT", 2.0, "seconds to wait for a memcached server's answer"),
+        # webfarm.core.health: one failure on loopback is a refused connection, never a slow one.
+        Setting(
+            "DOWN_AFTER",
+            1,
+            "a server whose calls timed out (or whose host was unreachable) this many times in a row is down "
+            "for the process: calls to it fail at once "
+            "([operations.md](operations.md#a-memcached-host-vanishes))",
+        ),
+        Setting("RETRY_DOWN", 1.0, "seconds between one call's tries of a server that is down"),
+        Setting(
+            "OPTIONS",
+            {},
+            "more keyword arguments for pymemcache's clients (`max_pool_size`, …)",
+            environ=False,
+        ),
+    ],
+)

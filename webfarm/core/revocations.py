@@ -1,0 +1,97 @@
+"""Copies in memcached superseded by a change the database knows of.
+
+Anyone who can reach memcached can write back an old copy of a sealed value
+under its own key: a user from before they lost staff, a session from before
+its logout. memcached alone cannot tell that copy from the newest one (every
+key of it can be rolled back), so the change is written where memcached's
+writers cannot reach: a Revocation row (key, time). Each process reads the
+rows written since it last looked, at most once every REFRESH seconds, and a
+sealed copy of that key made before the revocation is refused from then on.
+
+The cost: one small query per process per REFRESH seconds, and only in a
+process that reads a revocable copy (a request with a session); a change is
+known farm-wide within REFRESH seconds. The database being away leaves the
+revocations already known in force.
+"""
+
+import logging
+import threading
+import time
+
+from django.db import DatabaseError
+
+from webfarm.core.seal import CLOCK_SLACK
+
+logger = logging.getLogger(__name__)
+
+REFRESH = 1.0
+# Rows read again below the newest id seen: a row whose id was handed out
+# before a newer one's, but committed after it, is still found.
+RECHECK = 32
+
+
+class _Known:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.read_at = float("-inf")  # monotonic
+        self.last_id = 0
+        self.revoked: dict[str, tuple[float, float]] = {}  # key: (at, until)
+
+    def note(self, key: str, at: float, until: float) -> None:
+        current = self.revoked.get(key)
+        if current is None or current[0] < at:
+            self.revoked[key] = (at, until)
+
+    def refresh(self) -> None:
+        from webfarm.core.models import Revocation
+
+        now = time.time()
+        rows = Revocation.objects.filter(id__gt=self.last_id - RECHECK, until__gt=now)
+        for row_id, key, at, until in rows.values_list("id", "key", "at", "until"):
+            self.note(key, at, until)
+            self.last_id = max(self.last_id, row_id)
+        self.revoked = {key: seen for key, seen in self.revoked.items() if seen[1] > now}
+
+    def revoked_at(self, key: str) -> float | None:
+        with self.lock:
+            if time.monotonic() - self.read_at >= REFRESH:
+                self.read_at = time.monotonic()
+                try:
+                    self.refresh()
+                except DatabaseError as exc:
+                    logger.warning("revocations not read (the ones known stay in force): %s", exc)
+            seen = self.revoked.get(key)
+        return None if seen is None else seen[0]
+
+
+_known = _Known()
+
+
+def revoke(key: str, *, lasts: float) -> None:
+    """Every copy of `key` made until now is superseded. `lasts`: the longest
+    such a copy may live (its family's lifetime). Raises DatabaseError."""
+    from webfarm.core.models import Revocation
+
+    now = time.time()
+    until = now + lasts + 2 * CLOCK_SLACK
+    Revocation.objects.filter(until__lt=now).delete()
+    Revocation.objects.create(key=key, at=now, until=until)
+    with _known.lock:
+        _known.note(key, now, until)
+
+
+def superseded(key: str, made: float) -> bool:
+    """Whether a copy of `key` made at `made` (the writer's clock) was revoked
+    since. A copy made up to CLOCK_SLACK after a revocation counts as before
+    it: the clocks of two nodes may be that far apart."""
+    revoked_at = _known.revoked_at(key)
+    return revoked_at is not None and made <= revoked_at + CLOCK_SLACK
+
+
+def forget_known(*, refreshed: bool = False) -> None:
+    """Start again from the database (tests whose database was rolled back);
+    `refreshed`: as if it had just been read (and found empty)."""
+    global _known
+    _known = _Known()
+    if refreshed:
+        _known.read_at = time.monotonic()

@@ -1,0 +1,15 @@
+from django.apps import AppConfig
+
+
+class PollsConfig(AppConfig):
+    name = "webfarm.polls"
+    label = "webfarm_polls"
+    verbose_name = "Polls"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from webfarm.polls import snapshot  # noqa: F401 (connects the signals that forget cached polls)
+        from webfarm.polls.conf import get_config
+        from webfarm.queues.front import declare_internal
+
+        declare_internal(lambda: get_config()["QUEUE"])

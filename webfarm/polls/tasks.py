@@ -1,0 +1,23 @@
+import logging
+
+from celery import shared_task
+
+from webfarm.polls.services import FlusherBusy, flush_all
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(name="webfarm.polls.flush_votes", ignore_result=True)
+def flush_votes() -> None:
+    try:
+        done = flush_all()
+    except FlusherBusy:
+        logger.debug("vote flusher already running")
+        return
+    if any(done.values()):
+        logger.info(
+            "votes: %s stored, %s counted, %s polls' totals rebuilt",
+            done["stored"],
+            done["counted"],
+            done["rebuilt"],
+        )

@@ -1,0 +1,207 @@
+"""A message queue in plain memcached that loses nothing and keeps nothing it no longer needs.
+
+Keys of queue <n>, under the namespace, all on the one server "q:<n>" hashes to:
+
+    q:<n>:gen            generation id; every other key carries it, so counters
+                         that vanish (restart, flush) restart in a new key space
+                         and new messages never meet old keys
+    q:<n>:<g>:tail       last index handed to a producer (incr)
+    q:<n>:<g>:head       last index taken by a consumer (incr)
+    q:<n>:<g>:floor      every index below it is finished
+    q:<n>:<g>:scan       the head as a consumer saw it a moment ago (horizon)
+    q:<n>:<g>:m:<i>      entry i: a message, or a marker (acked, hole)
+    q:<n>:<g>:c:<i>      claim on entry i; expires after the visibility timeout
+    q:<n>:stat:<what>    counters: in, out, acked, holes, redelivered, full, resets, dead
+    dq:<n>:...           the same for the queue's dead letters
+
+What lives how long (docs/memcached.md): a message until it is
+acknowledged; its claim until the ack deletes it or the visibility timeout
+ends; the "acked" marker until the floor passes it (then it is deleted), at
+most FINISHED_TTL; a hole marker HOLE_TTL, far longer than any producer holds
+an index it took; a dead letter DEAD_LETTER_TTL.
+
+Races are settled by memcached's `add`, which stores only if the key is absent:
+
+* A producer takes index i with `incr tail`, then `add`s entry i. A consumer
+  that finds i still empty after HOLE_WAIT `add`s a hole marker there. Exactly
+  one of the two adds wins: either the message is there to deliver, or the
+  producer's add fails and it retries at a new index. Nothing is lost, nothing
+  is delivered twice.
+* Only an index at or below the tail can become a hole. A consumer on a busy
+  queue takes a batch of indexes without looking and may run past the tail;
+  those have no producer yet, so the floor stops at the tail and what a
+  producer later writes there is delivered (to whoever took it, or by the
+  recovery scan). A hole past the tail would let the floor pass it and, once
+  the hole expired, strand a new message below the floor.
+* Every delivery first `add`s the claim key, so two consumers (or a consumer
+  and the recovery scan) never both deliver the same claim.
+* A producer's adds carry, in the same round trip, an empty `append` to the
+  tail, which stores only if the tail exists: if memcached lost the
+  generation between taking the indexes and writing (restart, flush), the
+  producer learns it and writes again into a new generation.
+* Processes keep the generation they read. A put reads the `gen` key in the
+  same round trip as its adds, and the recovery scan reads it too: the key
+  evicted or overwritten alone is put back; moved on by a process that
+  found it so, everyone follows, and consumers finish the old generation.
+* An acknowledged entry is overwritten by a small "acked" marker rather than
+  deleted, so "missing" only ever means "not written yet" above the floor.
+  Below the floor nobody looks: the markers there are deleted.
+
+A claim that expires (its consumer died) leaves the entry present and
+unclaimed; the recovery scan, which walks from the floor to the head, claims it
+again and delivers it marked as redelivered. A message that cannot be
+delivered (not this farm's, or delivered MAX_DELIVERIES times without an ack)
+goes to the queue's dead letters instead, so one bad message never holds up
+the ones behind it.
+"""
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+
+from pymemcache.client.base import Client
+
+from webfarm.core.client import MetaBatch, MetaReply, StableHashClient, client_epoch
+from webfarm.queues.conf import get_config
+from webfarm.queues.consuming import Consumer
+from webfarm.queues.layout import STATS, DeadLetter, Layout, Message
+from webfarm.queues.looking import Inspector
+from webfarm.queues.producing import Producer
+
+__all__ = ["STATS", "DeadLetter", "Message", "Queue", "producer"]
+
+
+class Queue:
+    """One named queue. Cheap to make; not to be shared between threads.
+
+    It composes a key layout (webfarm/queues/layout.py: keys, settings, generation,
+    counters) with a producer (producing.py), a consumer (consuming.py, with
+    its finisher, finishing.py, and recovery scan, recovery.py) and an
+    inspector (looking.py).
+
+    dead=True: the queue's dead letters (`dead_letters()` makes it).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        client: Client | None = None,
+        ring: StableHashClient | None = None,
+        dead: bool = False,
+    ) -> None:
+        self.layout = Layout(name, client=client, ring=ring, dead=dead)
+        self.producer = Producer(self.layout)
+        self.consumer = Consumer(self.layout, self.producer)
+        self.inspector = Inspector(self.layout)
+
+    @property
+    def name(self) -> str:
+        return self.layout.name
+
+    @property
+    def dead(self) -> bool:
+        return self.layout.dead
+
+    @property
+    def client(self) -> Client:
+        return self.layout.client
+
+    # The settings a caller may change for this queue alone (the Celery transport does).
+    @property
+    def prefetch(self) -> int:
+        return self.layout.prefetch
+
+    @prefetch.setter
+    def prefetch(self, value: int) -> None:
+        self.layout.prefetch = value
+
+    @property
+    def visibility_timeout(self) -> int:
+        return self.layout.visibility_timeout
+
+    @visibility_timeout.setter
+    def visibility_timeout(self, value: int) -> None:
+        self.layout.visibility_timeout = value
+
+    def dead_letters(self) -> "Queue":
+        """This queue's dead letters, a queue of DeadLetter JSON documents."""
+        dead = Queue(self.name, client=self.client, dead=True)
+        dead.visibility_timeout = self.visibility_timeout
+        return dead
+
+    # -- the producer -------------------------------------------------------------
+
+    def put(self, body: bytes) -> int:
+        return self.producer.put(body)
+
+    def put_many(self, bodies: Sequence[bytes], *, redeliveries: int = 0) -> list[int]:
+        return self.producer.put_many(bodies, redeliveries=redeliveries)
+
+    def reserve_in(self, batch: MetaBatch) -> Callable[[list[MetaReply]], None] | None:
+        return self.producer.reserve_in(batch)
+
+    # -- the consumer -------------------------------------------------------------
+
+    def claim(self) -> Message | None:
+        return self.consumer.claim()
+
+    def claim_many(self, limit: int) -> list[Message]:
+        return self.consumer.claim_many(limit)
+
+    def release(self, messages: Sequence[Message] | None = None) -> None:
+        self.consumer.release(messages)
+
+    def ack(self, receipt: str) -> None:
+        self.consumer.finisher.ack(receipt)
+
+    def ack_many(self, receipts: Sequence[str]) -> list[str]:
+        return self.consumer.finisher.ack_many(receipts)
+
+    def reject(self, receipt: str) -> int | None:
+        return self.consumer.finisher.reject(receipt)
+
+    def extend(self, receipts: Sequence[str], seconds: int | None = None) -> None:
+        self.consumer.finisher.extend(receipts, seconds)
+
+    def bury(self, message: Message, reason: str) -> None:
+        self.consumer.finisher.bury(message, reason)
+
+    def bury_many(self, messages: Sequence[tuple[Message, str]]) -> None:
+        self.consumer.finisher.bury_many(messages)
+
+    # -- the inspector ------------------------------------------------------------
+
+    def exists(self) -> bool:
+        return self.inspector.exists()
+
+    def stats(self) -> dict[str, int]:
+        return self.inspector.stats()
+
+    def holds_nothing(self) -> bool:
+        return self.inspector.holds_nothing()
+
+    def peek(self, limit: int, *, unreadable: list[int] | None = None) -> list[Message]:
+        return self.inspector.peek(limit, unreadable=unreadable)
+
+    def held_bytes(self) -> int:
+        return self.inspector.held_bytes()
+
+    def purge(self) -> int:
+        return self.inspector.purge()
+
+
+_local = threading.local()
+
+
+def producer(name: str) -> Queue:
+    """This thread's Queue for putting into `name`, kept between calls: it
+    remembers the generation, the stats keys and its reserved indexes, so a
+    put in a busy request thread is one round trip, not four. Made afresh
+    when the settings change (another memcached, namespace or queue options)."""
+    pid, epoch, config = os.getpid(), client_epoch(), get_config()
+    queues: dict[str, tuple[int, int, dict, Queue]] = _local.__dict__.setdefault("producers", {})
+    kept = queues.get(name)
+    if kept is None or kept[:2] != (pid, epoch) or kept[2] is not config:
+        kept = queues[name] = (pid, epoch, config, Queue(name))
+    return kept[3]

@@ -1,0 +1,139 @@
+"""Looking at a queue without consuming it: stats, peek, purge."""
+
+from webfarm.queues import entries
+from webfarm.queues.entries import BadEntry
+from webfarm.queues.layout import (
+    SCAN_BATCH,
+    STATS,
+    Layout,
+    Message,
+    memcached_errors,
+    number,
+)
+
+
+class Inspector:
+    """A queue's part that looks without consuming."""
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+
+    def dead_letters(self) -> "Inspector":
+        return Inspector(Layout(self.layout.name, client=self.layout.client, dead=True))
+
+    def exists(self) -> bool:
+        """Whether some process has used this queue since memcached started.
+        Unlike stats() and peek(), asking does not create it."""
+        with memcached_errors():
+            return self.layout.client.get(self.layout.gen_key()) is not None
+
+    def stats(self) -> dict[str, int]:
+        """Depth and counters in one round trip (two when there are dead letters)."""
+        with memcached_errors():
+            gen = self.layout.generation()
+            keys = [self.layout.key(gen, k) for k in ("tail", "head", "floor")]
+            dead_gen_key = f"d{self.layout.key_base}:gen"
+            keys += [self.layout.stat_key(n) for n in STATS] + [dead_gen_key]
+            found = self.layout.client.get_many(keys)
+            tail, head, floor = (number(found.get(k), 0) or 0 for k in keys[:3])
+            result = {
+                "ready": max(tail - head, 0),
+                "unfinished": max(min(head, tail) - floor + 1, 0),
+                "tail": tail,
+                "head": head,
+                "floor": floor,
+                **{n: number(found.get(self.layout.stat_key(n)), 0) or 0 for n in STATS},
+                "dead_letters": 0,
+            }
+            dead_gen = found.get(dead_gen_key)
+            if dead_gen is not None and not self.layout.dead:
+                # Not yet finished: waiting, or being looked at (claimed).
+                dead = self.dead_letters()
+                dead_keys = [dead.layout.key(dead_gen.decode(errors="replace"), k) for k in ("tail", "floor")]
+                counts = self.layout.client.get_many(dead_keys)
+                dead_tail, dead_floor = (
+                    number(counts.get(dead_keys[0]), 0),
+                    number(counts.get(dead_keys[1]), 1),
+                )
+                result["dead_letters"] = max((dead_tail or 0) - (dead_floor or 1) + 1, 0)
+            return result
+
+    def holds_nothing(self) -> bool:
+        """No message waits, is claimed or lies in the dead letters."""
+        stats = self.stats()
+        return not stats["ready"] and not stats["dead_letters"] and not self.peek(1)
+
+    def peek(self, limit: int, *, unreadable: list[int] | None = None) -> list[Message]:
+        """Up to `limit` unfinished messages from the floor on, without claiming
+        them (their receipts are empty): for looking, not for consuming.
+        Entries whose MAC fails are left out; their indexes go into
+        `unreadable` when it is given (a tool says so)."""
+        with memcached_errors():
+            gen = self.layout.generation()
+            found = self.layout.client.get_many([self.layout.key(gen, "floor"), self.layout.key(gen, "tail")])
+            floor = number(found.get(self.layout.key(gen, "floor")), 1) or 1
+            tail = number(found.get(self.layout.key(gen, "tail")), 0) or 0
+            seen: list[Message] = []
+            for start in range(floor, tail + 1, SCAN_BATCH):
+                batch = range(start, min(start + SCAN_BATCH, tail + 1))
+                values = self.layout.client.get_many([self.layout.key(gen, "m", i) for i in batch])
+                for i in batch:
+                    raw = values.get(self.layout.key(gen, "m", i))
+                    if raw is None or entries.is_finished(raw):
+                        continue
+                    try:
+                        entry = entries.decode(self.layout.key_base, raw, gen, i)
+                    except BadEntry:
+                        if unreadable is not None:
+                            unreadable.append(i)
+                        continue
+                    seen.append(
+                        Message(
+                            self.layout.name, i, entry.body, "", entry.redeliveries > 0, entry.enqueued_at
+                        )
+                    )
+                    if len(seen) >= limit:
+                        return seen
+            return seen
+
+    def held_bytes(self) -> int:
+        """Bytes of the entries not yet finished, and of the dead letters kept:
+        a scan from the floor to the tail, for counting again what a cap
+        (webfarm.queues.front) counted up."""
+        with memcached_errors():
+            gen = self.layout.generation()
+            found = self.layout.client.get_many(
+                [self.layout.key(gen, "floor"), self.layout.key(gen, "tail"), f"d{self.layout.key_base}:gen"]
+            )
+            floor = number(found.get(self.layout.key(gen, "floor")), 1) or 1
+            tail = number(found.get(self.layout.key(gen, "tail")), 0) or 0
+            held = 0
+            for start in range(floor, tail + 1, SCAN_BATCH):
+                keys = [self.layout.key(gen, "m", i) for i in range(start, min(start + SCAN_BATCH, tail + 1))]
+                held += sum(
+                    len(raw)
+                    for raw in self.layout.client.get_many(keys).values()
+                    if not entries.is_finished(raw)
+                )
+        if not self.layout.dead and found.get(f"d{self.layout.key_base}:gen") is not None:
+            held += self.dead_letters().held_bytes()
+        return held
+
+    def purge(self) -> int:
+        """Drop every message: move to a new generation, then delete the old
+        entries. Returns how many indexes were cleared."""
+        with memcached_errors():
+            gen = self.layout.generation()
+            stats = self.stats()
+            self.layout.counters_lost(gen, reason="purges")
+            cleared = 0
+            for start in range(stats["floor"], stats["tail"] + 1, SCAN_BATCH):
+                batch = range(start, min(start + SCAN_BATCH, stats["tail"] + 1))
+                keys = [self.layout.key(gen, "m", i) for i in batch] + [
+                    self.layout.key(gen, "c", i) for i in batch
+                ]
+                self.layout.client.delete_many(keys, noreply=False)
+                cleared += len(batch)
+            for key in ("tail", "head", "floor", "scan"):
+                self.layout.client.delete(self.layout.key(gen, key), noreply=False)
+            return cleared

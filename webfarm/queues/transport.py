@@ -1,0 +1,296 @@
+"""A kombu transport over the memcached queue: CELERY_BROKER_URL=memcached://host:port.
+
+Each kombu queue is one memcached queue. A delivered message is a claim;
+kombu's ack acknowledges it, a reject puts it back (or drops it), and while
+the worker holds it a background thread keeps the claim alive. A worker that
+is killed stops doing so, and its messages come back, marked redelivered,
+within one visibility timeout. That is what acks_late needs.
+
+A message that is not a kombu message of this farm (planted in memcached, cut
+short, not JSON) goes to the queue's dead letters and the next one is
+delivered: it never reaches Celery, and never stalls the worker.
+
+Not supported, as with kombu's other virtual transports without fanout:
+broadcast (so `celery inspect`, remote control and revoke by broadcast do
+not reach the workers), priorities, and exchanges other than direct.
+"""
+
+import hashlib
+import json
+import logging
+import threading
+import time
+from queue import Empty
+from typing import Any
+
+from kombu.transport import virtual
+
+from webfarm.core.client import StableHashClient, build_client
+from webfarm.core.conf import get_config as memcached_config
+from webfarm.queues.core import Message, Queue
+from webfarm.queues.exceptions import ClaimLost, QueueError, QueueUnavailable
+from webfarm.queues.names import MAX_NAME, validate_name
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_VISIBILITY = 60
+DEFAULT_POLLING = 0.05
+MIN_POLL = 0.001
+# Bad messages buried in one poll before the worker gets a say again.
+BURY_PER_POLL = 16
+# Seconds between tries of an ack or reject memcached could not hear (it was unreachable).
+FINISH_RETRY_EVERY = 1.0
+
+
+class NotAKombuMessage(ValueError):
+    pass
+
+
+def kombu_payload(message: Message) -> dict:
+    """The kombu message a queue entry holds, checked enough for kombu to
+    take it without raising in the worker's loop."""
+    try:
+        payload = json.loads(message.body)
+    except (ValueError, RecursionError) as exc:
+        raise NotAKombuMessage(f"not JSON: {exc}") from exc
+    if not isinstance(payload, dict) or not isinstance(payload.get("properties"), dict):
+        raise NotAKombuMessage("not a kombu message (no properties)")
+    properties = payload["properties"]
+    if not isinstance(properties.get("delivery_tag"), str):
+        raise NotAKombuMessage("no delivery tag")
+    if not isinstance(payload.get("body"), str) or not isinstance(payload.get("headers", {}), dict):
+        raise NotAKombuMessage("no body or headers")
+    if not isinstance(properties.get("delivery_info", {}), dict):
+        raise NotAKombuMessage("bad delivery info")
+    return payload
+
+
+def broker_ring() -> Any:
+    """The ring the memcached broker's queues live on (as a worker makes it),
+    or None when Celery's broker is not memcached."""
+    from django.conf import settings
+
+    if not str(settings.CELERY_BROKER_URL).startswith("memcached://"):
+        return None
+    options = settings.CELERY_BROKER_TRANSPORT_OPTIONS
+    namespace = options.get("namespace") or memcached_config()["NAMESPACE"]
+    return build_client(options["servers"], f"{namespace}:broker")
+
+
+def queue_name(kombu_queue: str) -> str:
+    """kombu names ("celery", "w1@host.celery.pidbox") -> valid queue names."""
+    safe = kombu_queue.replace("@", ".")
+    try:
+        return validate_name(safe)
+    except QueueError:
+        digest = hashlib.sha1(kombu_queue.encode()).hexdigest()[:16]  # noqa: S324 (a name, not a secret)
+        return f"k{digest}-{''.join(c for c in safe if c.isalnum())[: MAX_NAME - 18]}"
+
+
+class QoS(virtual.QoS):
+    """Acks and rejects go to memcached; unacked messages at shutdown are put back.
+
+    kombu's own bookkeeping is done whatever memcached says: a delivery tag
+    left in `_delivered` holds one slot of the prefetch window for good, and
+    a worker of one process whose ack failed while memcached restarted took
+    no task again (issue 31). What memcached could not hear is tried again
+    by the channel (Channel._finish)."""
+
+    def ack(self, delivery_tag: str) -> None:
+        try:
+            self.channel._finish(delivery_tag, requeue=False, ack=True)
+        finally:
+            super().ack(delivery_tag)
+
+    def reject(self, delivery_tag: str, requeue: bool = False) -> None:
+        try:
+            self.channel._finish(delivery_tag, requeue=requeue, ack=False)
+        finally:
+            self._quick_ack(delivery_tag)
+
+    def restore_unacked(self) -> list:
+        self._flush()
+        for tag in list(self._delivered):
+            self.channel._finish(tag, requeue=True, ack=False)
+        self._delivered.clear()
+        return []
+
+
+def _finish_one(queue: Queue, receipt: str, *, requeue: bool) -> None:
+    if requeue:
+        queue.reject(receipt)
+    else:  # done, or rejected for good: finished either way
+        queue.ack(receipt)
+
+
+class Channel(virtual.Channel):
+    QoS = QoS
+    do_restore = True
+
+    def __init__(self, connection: Any, **kwargs: Any) -> None:
+        super().__init__(connection, **kwargs)
+        options = connection.client.transport_options
+        self.visibility_timeout = int(options.get("visibility_timeout", DEFAULT_VISIBILITY))
+        self._ring: StableHashClient = connection.ring
+        self._lock = threading.RLock()
+        self._queues: dict[str, Queue] = {}
+        self._held: dict[str, tuple[str, str]] = {}  # delivery tag -> (queue, receipt)
+        # Acks and rejects memcached could not hear: (queue, receipt, requeue, given up at), tried again.
+        self._unfinished: list[tuple[str, str, bool, float]] = []
+        self._closing = threading.Event()
+        self._keeper = threading.Thread(target=self._keep_claims, name="memcached-claims", daemon=True)
+        self._keeper.start()
+
+    def _queue(self, name: str) -> Queue:
+        queue = self._queues.get(name)
+        if queue is None:
+            queue = Queue(queue_name(name), ring=self._ring)
+            queue.prefetch = 1  # kombu's QoS does the prefetching
+            queue.visibility_timeout = self.visibility_timeout
+            self._queues[name] = queue
+        return queue
+
+    def _put(self, queue: str, message: dict, **kwargs: Any) -> None:
+        with self._lock:
+            self._queue(queue).put(json.dumps(message).encode())
+
+    def _get(self, queue: str, timeout: float | None = None) -> dict:
+        for _ in range(BURY_PER_POLL):
+            with self._lock:
+                message = self._queue(queue).claim()
+                if message is None:
+                    raise Empty()
+                try:
+                    payload = kombu_payload(message)
+                    break
+                except NotAKombuMessage as exc:
+                    self._queue(queue).bury(message, str(exc))
+        else:
+            raise Empty()
+        properties = payload["properties"]
+        # The publisher's tag repeats on redelivery; add the index to keep it unique.
+        tag = f"{properties['delivery_tag']}.{message.index}"
+        properties["delivery_tag"] = tag
+        properties.setdefault("delivery_info", {})["redelivered"] = message.redelivered
+        payload.setdefault("headers", {})
+        self._held[tag] = (queue, message.receipt)
+        return payload
+
+    def _finish(self, tag: str, *, requeue: bool, ack: bool) -> None:
+        held = self._held.pop(tag, None)
+        if held is None:
+            return
+        queue, receipt = held
+        with self._lock:
+            try:
+                _finish_one(self._queue(queue), receipt, requeue=requeue and not ack)
+            except ClaimLost as exc:
+                # Its claim lapsed and another worker has it now: the task runs
+                # again there (at-least-once; the job itself runs only once).
+                logger.warning("message %s on %s not finished here: %s", tag, queue, exc)
+            except QueueUnavailable as exc:
+                # Tried again until its claim would have lapsed; by then the
+                # message is delivered again anyway (and memcached restarted
+                # has lost it with everything else).
+                logger.warning("message %s on %s not acknowledged yet (trying again): %s", tag, queue, exc)
+                self._unfinished.append(
+                    (queue, receipt, requeue and not ack, time.monotonic() + self.visibility_timeout)
+                )
+
+    def _finish_later(self) -> None:
+        """Try again the acks and rejects memcached could not hear."""
+        with self._lock:
+            pending, self._unfinished = self._unfinished, []
+        kept = []
+        for queue, receipt, requeue, until in pending:
+            try:
+                # A queue object of this thread's own: clients are not shared.
+                _finish_one(Queue(queue_name(queue), ring=self._ring), receipt, requeue=requeue)
+            except QueueUnavailable:
+                if time.monotonic() < until:
+                    kept.append((queue, receipt, requeue, until))
+            except QueueError as exc:  # memcached came back without it (restarted), or it was taken over
+                logger.info("a late ack on %s found nothing to finish: %s", queue, exc)
+        with self._lock:
+            self._unfinished.extend(kept)
+
+    def _keep_claims(self) -> None:
+        """While the worker lives, its claims do not expire, and what memcached
+        could not hear is said again."""
+        extend_at = time.monotonic() + self.visibility_timeout / 3
+        while not self._closing.wait(min(FINISH_RETRY_EVERY, self.visibility_timeout / 3)):
+            if self._unfinished:
+                self._finish_later()
+            if time.monotonic() < extend_at:
+                continue
+            extend_at = time.monotonic() + self.visibility_timeout / 3
+            by_queue: dict[str, list[str]] = {}
+            for queue, receipt in list(self._held.values()):
+                by_queue.setdefault(queue, []).append(receipt)
+            for queue, receipts in by_queue.items():
+                try:
+                    # A queue object of this thread's own: clients are not shared.
+                    keeper = Queue(queue_name(queue), ring=self._ring)
+                    keeper.extend(receipts, self.visibility_timeout)
+                except QueueError as exc:
+                    logger.warning("could not extend %d claims on %s: %s", len(receipts), queue, exc)
+
+    def _size(self, queue: str) -> int:
+        with self._lock:
+            return self._queue(queue).stats()["ready"]
+
+    def _purge(self, queue: str) -> int:
+        with self._lock:
+            return self._queue(queue).purge()
+
+    def _new_queue(self, queue: str, **kwargs: Any) -> None:
+        self._queue(queue)
+
+    def _has_queue(self, queue: str, **kwargs: Any) -> bool:
+        return True
+
+    def _delete(self, queue: str, *args: Any, **kwargs: Any) -> None:
+        self._purge(queue)
+
+    def close(self) -> None:
+        self._closing.set()
+        super().close()
+
+
+class Transport(virtual.Transport):
+    Channel = Channel
+    driver_type = driver_name = "memcached"
+    default_port = 11211
+    # The longest pause between polls of an idle queue (seconds). Polling is
+    # one small get, so memcached does not notice; see drain_events.
+    polling_interval = DEFAULT_POLLING
+    implements = virtual.Transport.implements.extend(asynchronous=False, exchange_type=frozenset(["direct"]))
+    # memcached gone is a lost connection: Celery reconnects (and kombu's
+    # publish retries, then raises OperationalError) instead of giving up.
+    connection_errors = (*virtual.Transport.connection_errors, QueueUnavailable)
+
+    def __init__(self, client: Any, **kwargs: Any) -> None:
+        super().__init__(client, **kwargs)
+        servers = client.transport_options.get("servers") or [f"{client.hostname}:{client.port or 11211}"]
+        namespace = client.transport_options.get("namespace") or memcached_config()["NAMESPACE"]
+        self.ring = build_client(servers, f"{namespace}:broker")
+
+    def driver_version(self) -> str:
+        return "1"
+
+    def drain_events(self, connection: Any, timeout: float | None = None) -> None:
+        """Poll again at once after a delivery, then back off from 1 ms to
+        polling_interval while nothing comes (kombu's default sleeps the full
+        interval after every empty poll, which caps a worker at a few tasks
+        per interval)."""
+        start = time.monotonic()
+        pause = MIN_POLL
+        while True:
+            try:
+                self.cycle.get(self._deliver, timeout=timeout)
+                return
+            except Empty:
+                if timeout is not None and time.monotonic() - start >= timeout:
+                    raise TimeoutError() from None
+                time.sleep(pause)
+                pause = min(pause * 1.5, self.polling_interval)
