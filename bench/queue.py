@@ -66,7 +66,7 @@ def _redis(port: int) -> dict[str, float]:
 
 
 def _ours(round_: int) -> dict[str, float]:
-    from webfarm.queues.core import Queue
+    from webfarm.queues.queue import Queue
 
     # A producer and a consumer of their own per phase, as separate processes would have.
     one, batches = f"bench1-{round_}", f"bench2-{round_}"

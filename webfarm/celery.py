@@ -8,7 +8,7 @@ from celery.signals import beat_init, worker_init
 from kombu.transport import TRANSPORT_ALIASES
 
 # CELERY_BROKER_URL=memcached://host:port: the farm's own queue as the broker.
-TRANSPORT_ALIASES.setdefault("memcached", "webfarm.queues.transport:Transport")
+TRANSPORT_ALIASES.setdefault("memcached", "webfarm.broker.transport:Transport")
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webfarm.settings")
 

@@ -15,6 +15,14 @@ from typing import Any
 
 from django.conf import settings
 
+from progress.conf import get_config as progress_config
+from progress.conf import lost_after
+from reports.selectors import DATASET_TTL
+from webfarm.dashboard.conf import get_config as dashboard_config
+from webfarm.limits.conf import get_config as limits_config
+from webfarm.polls.conf import get_config as polls_config
+from webfarm.queues.conf import get_config as queues_config
+
 # Lifetimes in seconds, read from the settings the processes run with; None:
 # kept until deleted, which only bounded families may be.
 Lifetime = Callable[[], int | None]
@@ -34,41 +42,28 @@ class Family:
 
 
 def _progress(name: str) -> int:
-    from progress.conf import get_config
-
-    return int(get_config()[name])
+    return int(progress_config()[name])
 
 
 def _queues(name: str) -> int:
-    from webfarm.queues.conf import get_config
-
-    return int(get_config()[name])
+    return int(queues_config()[name])
 
 
 def _polls(name: str) -> int:
-    from webfarm.polls.conf import get_config
-
-    return int(get_config()[name])
+    return int(polls_config()[name])
 
 
 def _limits(name: str) -> int:
-    from webfarm.limits.conf import get_config
-
-    return int(get_config()[name])
+    return int(limits_config()[name])
 
 
 def _lost_after() -> int:
-    from progress.conf import lost_after
-
     return int(lost_after())
 
 
 def _memo_longest() -> int:
     # get_or_set keeps a value for ttl + stale_for; the longest is the dataset summary's.
-    from reports.selectors import DATASET_TTL
-    from webfarm.dashboard.conf import get_config
-
-    return 2 * max(DATASET_TTL, int(get_config()["CHART_TTL"]), 60)
+    return 2 * max(DATASET_TTL, int(dashboard_config()["CHART_TTL"]), 60)
 
 
 def _never() -> None:

@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "progress",
     "reports",
     "webfarm.queues",
+    "webfarm.broker",
     "webfarm.stats",
     "webfarm.activity",
     "webfarm.dashboard",

@@ -119,7 +119,7 @@ def test_a_killed_workers_acks_late_task_is_redelivered(broker):
 
 def test_a_message_that_is_no_task_goes_to_the_dead_letters_and_the_worker_goes_on(broker, settings):
     from webfarm.core.client import build_client
-    from webfarm.queues.core import DeadLetter, Queue
+    from webfarm.queues.queue import DeadLetter, Queue
 
     settings.SECRET_KEY = SECRET  # the farm's key: what this test puts is the farm's own
     queue = Queue("brokertest", ring=build_client([broker.address], "brokertest:broker"))

@@ -13,7 +13,7 @@ def main() -> None:
     import django
 
     django.setup()
-    from webfarm.queues.core import Queue
+    from webfarm.queues.queue import Queue
 
     parser = argparse.ArgumentParser()
     parser.add_argument("role", choices=["produce", "consume", "hold"])

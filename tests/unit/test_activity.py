@@ -15,7 +15,7 @@ from webfarm.activity.drain import DrainerBusy, drain
 from webfarm.activity.handler import QUEUE_NAME, SiteLogHandler
 from webfarm.core import counters
 from webfarm.core.client import get_client
-from webfarm.queues.core import DeadLetter, Queue
+from webfarm.queues.queue import DeadLetter, Queue
 
 pytestmark = pytest.mark.django_db
 

@@ -237,7 +237,7 @@ def test_a_split_start_costs_a_whole_start_and_a_send_per_part(order_lines, star
 
 
 def test_a_batch_of_a_hundred_is_claimed_in_two_round_trips_and_acknowledged_in_one():
-    from webfarm.queues.core import Queue
+    from webfarm.queues.queue import Queue
 
     producer, consumer = Queue("budget"), Queue("budget")
     for _ in range(5):

@@ -9,7 +9,7 @@ import time
 
 from tests.harness.processes import ROOT, wait_for
 from webfarm.activity.handler import QUEUE_NAME
-from webfarm.queues.core import Queue
+from webfarm.queues.queue import Queue
 
 
 def test_drain_sitelog_follow_says_what_it_wrote_as_it_goes_and_stops_on_ctrl_c(

@@ -19,7 +19,7 @@ from webfarm.core import counters
 from webfarm.core.client import get_client
 from webfarm.dashboard import series, servers
 from webfarm.dashboard.workers import Heartbeat, live_workers
-from webfarm.queues.core import Queue
+from webfarm.queues.queue import Queue
 from webfarm.queues.registry import known_queues
 from webfarm.stats.harvest import harvest
 from webfarm.stats.models import CounterMinute

@@ -10,9 +10,9 @@ from django.core.management import CommandError, call_command
 
 from tests.harness.processes import wait_for
 from webfarm.core.client import server_client
-from webfarm.queues.core import DeadLetter, Queue
 from webfarm.queues.entries import BadEntry, decode, encode, with_redeliveries
 from webfarm.queues.exceptions import ClaimLost, InvalidReceipt
+from webfarm.queues.queue import DeadLetter, Queue
 
 
 @pytest.fixture
@@ -193,7 +193,7 @@ def test_dead_letters_are_shown_requeued_and_purged_by_command(fast, capsys):
 def test_the_command_sees_the_memcached_brokers_dead_letters(fast, settings, capsys, memcached_server):
     """Celery's queues on the memcached broker live under a namespace of their
     own: `dead_letters celery` (or broker:<name>) looks there."""
-    from webfarm.queues.transport import broker_ring
+    from webfarm.broker.transport import broker_ring
 
     settings.CELERY_BROKER_URL = f"memcached://{memcached_server}"
     settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"servers": [memcached_server]}

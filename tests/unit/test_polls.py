@@ -15,7 +15,7 @@ from webfarm.core.client import get_client
 from webfarm.core.memo import forget
 from webfarm.polls import services, snapshot, totals
 from webfarm.polls.models import Poll, Vote
-from webfarm.queues.core import Queue
+from webfarm.queues.queue import Queue
 
 pytestmark = pytest.mark.django_db
 
@@ -322,7 +322,7 @@ def _flushed(poll: Poll) -> list[Vote]:
 def test_malformed_votes_go_to_the_dead_letters_and_the_rest_are_stored(poll):
     import json
 
-    from webfarm.queues.core import DeadLetter
+    from webfarm.queues.queue import DeadLetter
 
     services.flush_all()  # the running totals exist
     alice = _user_client("alice")

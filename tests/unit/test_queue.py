@@ -12,8 +12,8 @@ from tests.harness import keyspace, processes
 from tests.harness.hostile import HOSTILE
 from tests.harness.processes import wait_for
 from webfarm.core.client import server_client
-from webfarm.queues.core import Queue, producer
 from webfarm.queues.exceptions import InvalidQueueName, MessageTooLarge
+from webfarm.queues.queue import Queue, producer
 
 
 @pytest.fixture

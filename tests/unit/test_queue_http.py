@@ -159,7 +159,7 @@ def test_507_when_memcached_is_full(client, settings, tmp_path):
 
 def test_the_front_never_reaches_the_farms_own_queues(client, settings):
     from webfarm.activity.handler import QUEUE_NAME
-    from webfarm.queues.core import Queue
+    from webfarm.queues.queue import Queue
 
     for name in (QUEUE_NAME, "poll-votes", settings.CELERY_TASK_DEFAULT_QUEUE):
         for response in (

@@ -11,8 +11,8 @@ from pymemcache.client.base import Client
 
 from tests.harness import keyspace, processes
 from tests.harness.processes import wait_for
-from webfarm.queues.core import Queue
 from webfarm.queues.mirror import MEMBER, STALE
+from webfarm.queues.queue import Queue
 
 
 @pytest.fixture

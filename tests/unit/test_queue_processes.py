@@ -11,8 +11,8 @@ from collections import Counter
 from tests.harness import processes
 from tests.harness.processes import ROOT, wait_for
 from webfarm.core.client import server_client
-from webfarm.queues.core import Queue
 from webfarm.queues.exceptions import QueueFull
+from webfarm.queues.queue import Queue
 
 
 def _env(memcached: str, namespace: str, **extra: str) -> dict:

@@ -190,7 +190,7 @@ def test_flush_soon_returns_only_once_what_was_tallied_is_sent(monkeypatch):
 
 
 def test_dead_letters_show_in_the_metrics_as_a_gauge_and_a_counter():
-    from webfarm.queues.core import Queue
+    from webfarm.queues.queue import Queue
 
     queue = Queue("metered")
     queue.put_many([b"fine", b"[]"])

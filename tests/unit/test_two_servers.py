@@ -9,8 +9,8 @@ from tests.harness import processes
 from webfarm.core import counters
 from webfarm.core.client import get_client, server_client
 from webfarm.core.slots import SlotsUnavailable, acquire
-from webfarm.queues.core import Queue
 from webfarm.queues.exceptions import QueueUnavailable
+from webfarm.queues.queue import Queue
 
 pytestmark = pytest.mark.django_db
 

@@ -23,7 +23,7 @@ from webfarm.activity.handler import QUEUE_NAME
 from webfarm.activity.logfile import tail_entries
 from webfarm.core.client import get_client
 from webfarm.core.leases import Busy, lease
-from webfarm.queues.core import Message, Queue
+from webfarm.queues.queue import Message, Queue
 
 BATCH = 500
 TAIL_BYTES = 4 * 1024 * 1024  # how much of the file to read back on start

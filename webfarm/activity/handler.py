@@ -17,8 +17,8 @@ import time
 from typing import Any
 
 from webfarm.core.counters import count
-from webfarm.queues.core import producer
 from webfarm.queues.exceptions import QueueError, QueueFull
+from webfarm.queues.queue import producer
 
 QUEUE_NAME = "sitelog"
 BUFFER = 10_000

@@ -20,6 +20,7 @@ import time
 
 from django.db import DatabaseError
 
+from webfarm.core.models import Revocation
 from webfarm.core.seal import CLOCK_SLACK
 
 logger = logging.getLogger(__name__)
@@ -43,8 +44,6 @@ class _Known:
             self.revoked[key] = (at, until)
 
     def refresh(self) -> None:
-        from webfarm.core.models import Revocation
-
         now = time.time()
         rows = Revocation.objects.filter(id__gt=self.last_id - RECHECK, until__gt=now)
         for row_id, key, at, until in rows.values_list("id", "key", "at", "until"):
@@ -70,8 +69,6 @@ _known = _Known()
 def revoke(key: str, *, lasts: float) -> None:
     """Every copy of `key` made until now is superseded. `lasts`: the longest
     such a copy may live (its family's lifetime). Raises DatabaseError."""
-    from webfarm.core.models import Revocation
-
     now = time.time()
     until = now + lasts + 2 * CLOCK_SLACK
     Revocation.objects.filter(until__lt=now).delete()

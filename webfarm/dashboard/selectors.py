@@ -20,8 +20,8 @@ from webfarm.dashboard import charts, series
 from webfarm.dashboard.conf import get_config
 from webfarm.dashboard.servers import farm_servers
 from webfarm.dashboard.workers import live_workers
-from webfarm.queues.core import Queue
 from webfarm.queues.exceptions import QueueError
+from webfarm.queues.queue import Queue
 from webfarm.queues.registry import known_queues
 from webfarm.stats.models import DailySummary
 from webfarm.stats.selectors import totals

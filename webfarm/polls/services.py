@@ -43,8 +43,8 @@ from webfarm.polls.messages import check_vote
 from webfarm.polls.models import Choice, Poll, Vote
 from webfarm.polls.snapshot import PollInfo
 from webfarm.polls.totals import built_key, db_totals, is_epoch, total_key
-from webfarm.queues.core import Queue, producer
 from webfarm.queues.exceptions import QueueError
+from webfarm.queues.queue import Queue, producer
 
 logger = logging.getLogger(__name__)
 

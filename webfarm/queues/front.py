@@ -35,8 +35,8 @@ from pymemcache.exceptions import MemcacheClientError, MemcacheError
 from webfarm.core.client import get_client, server_client
 from webfarm.queues import registry
 from webfarm.queues.conf import get_config
-from webfarm.queues.core import STATS, Queue
 from webfarm.queues.exceptions import InvalidQueueName, QueueError, QueueUnavailable
+from webfarm.queues.queue import STATS, Queue
 
 logger = logging.getLogger(__name__)
 

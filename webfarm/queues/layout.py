@@ -1,5 +1,5 @@
 """What every part of a queue shares: its settings, its key layout, its
-generation, its stats counters, and the messages it hands out (webfarm/queues/core.py
+generation, its stats counters, and the messages it hands out (webfarm/queues/queue.py
 has the design)."""
 
 import base64
@@ -117,7 +117,7 @@ def number(raw: bytes | None, default: int) -> int | None:
 
 class Layout:
     """One named queue's keys, settings, generation and counters: what its
-    producer, consumer and inspector share (webfarm/queues/core.py composes them).
+    producer, consumer and inspector share (webfarm/queues/queue.py composes them).
 
     dead=True: the queue's dead letters.
     """

@@ -17,7 +17,6 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from webfarm.core.counters import count
 from webfarm.core.http import json_error, require_token
 from webfarm.queues import front
-from webfarm.queues.core import DeadLetter, Queue
 from webfarm.queues.exceptions import (
     ClaimLost,
     InvalidQueueName,
@@ -27,6 +26,7 @@ from webfarm.queues.exceptions import (
     QueueUnavailable,
     ReceiptNotJSON,
 )
+from webfarm.queues.queue import DeadLetter, Queue
 
 RETRY_AFTER = 2
 _CACHED_QUEUES = 256

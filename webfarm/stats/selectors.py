@@ -5,8 +5,8 @@ from pymemcache.exceptions import MemcacheError
 
 from webfarm.core.client import get_client
 from webfarm.core.counters import counter_key
-from webfarm.queues.core import Queue
 from webfarm.queues.exceptions import QueueError
+from webfarm.queues.queue import Queue
 from webfarm.queues.registry import known_queues
 from webfarm.stats import sources
 from webfarm.stats.harvest import new_since

@@ -12,7 +12,7 @@ from typing import Any
 from webfarm.core.counters import GENERATION, REGISTRY, counter_key, is_counter_key, parse_counter_key
 from webfarm.core.lists import members
 from webfarm.core.tampering import refused
-from webfarm.queues.core import Queue
+from webfarm.queues.queue import Queue
 from webfarm.queues.registry import known_queues
 
 # Queue counts have no generation key of their own: a lost count shows as a

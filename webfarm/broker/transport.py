@@ -27,9 +27,9 @@ from kombu.transport import virtual
 
 from webfarm.core.client import StableHashClient, build_client
 from webfarm.core.conf import get_config as memcached_config
-from webfarm.queues.core import Message, Queue
 from webfarm.queues.exceptions import ClaimLost, QueueError, QueueUnavailable
 from webfarm.queues.names import MAX_NAME, validate_name
+from webfarm.queues.queue import Message, Queue
 
 logger = logging.getLogger(__name__)
 

@@ -4,10 +4,10 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from webfarm.queues.core import DeadLetter, Queue
+from webfarm.broker.transport import broker_ring, queue_name
 from webfarm.queues.exceptions import QueueError
+from webfarm.queues.queue import DeadLetter, Queue
 from webfarm.queues.registry import known_queues
-from webfarm.queues.transport import broker_ring, queue_name
 
 BATCH = 200
 
