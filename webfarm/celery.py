@@ -7,6 +7,8 @@ from celery import Celery
 from celery.signals import beat_init, worker_init
 from kombu.transport import TRANSPORT_ALIASES
 
+from webfarm.startup import refuse_to_start_misconfigured
+
 # CELERY_BROKER_URL=memcached://host:port: the farm's own queue as the broker.
 TRANSPORT_ALIASES.setdefault("memcached", "webfarm.broker.transport:Transport")
 
@@ -19,13 +21,9 @@ app.autodiscover_tasks()
 
 @worker_init.connect
 def _worker_secret(**kwargs: Any) -> None:
-    from webfarm.startup import refuse_to_start_misconfigured
-
     refuse_to_start_misconfigured("worker")  # SystemExit: Celery lets it through and stops
 
 
 @beat_init.connect
 def _beat_secret(**kwargs: Any) -> None:
-    from webfarm.startup import refuse_to_start_misconfigured
-
     refuse_to_start_misconfigured("beat")

@@ -6,13 +6,13 @@ logger)."""
 
 import logging
 
+from django.conf import settings
+
 # Celery's per-task lines: "Task <name>[<id>] received", "... succeeded in ...".
 TASK_LOGGERS = ("celery.app.trace", "celery.worker.strategy")
 
 
 def housekeeping_tasks() -> frozenset[str]:
-    from django.conf import settings
-
     return frozenset(entry["task"] for entry in settings.CELERY_BEAT_SCHEDULE.values())
 
 

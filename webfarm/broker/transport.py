@@ -23,6 +23,7 @@ import time
 from queue import Empty
 from typing import Any
 
+from django.conf import settings
 from kombu.transport import virtual
 
 from webfarm.core.client import StableHashClient, build_client
@@ -68,8 +69,6 @@ def kombu_payload(message: Message) -> dict:
 def broker_ring() -> Any:
     """The ring the memcached broker's queues live on (as a worker makes it),
     or None when Celery's broker is not memcached."""
-    from django.conf import settings
-
     if not str(settings.CELERY_BROKER_URL).startswith("memcached://"):
         return None
     options = settings.CELERY_BROKER_TRANSPORT_OPTIONS

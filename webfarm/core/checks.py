@@ -5,6 +5,8 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
+from pymemcache.client.base import Client
+from pymemcache.exceptions import MemcacheError
 
 from webfarm.core.client import parse_servers
 from webfarm.core.conf import get_config
@@ -74,9 +76,6 @@ def version_problem(version: str) -> str | None:
 def check_memcached_version(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Each server that answers is recent enough; one that does not answer
     yet is not an error here (a process may start before memcached does)."""
-    from pymemcache.client.base import Client
-    from pymemcache.exceptions import MemcacheError
-
     errors: list[checks.CheckMessage] = []
     try:
         servers = parse_servers(get_config()["SERVERS"])
