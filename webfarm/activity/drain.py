@@ -22,7 +22,7 @@ from webfarm.activity.entries import check
 from webfarm.activity.handler import QUEUE_NAME
 from webfarm.activity.logfile import tail_entries
 from webfarm.core.client import get_client
-from webfarm.core.leases import Busy, lease
+from webfarm.core.locks import Busy, lock
 from webfarm.queues.queue import Message, Queue
 
 BATCH = 500
@@ -52,7 +52,7 @@ def drain(
     hears of each batch."""
     client = get_client()
     written = 0
-    with lease(LOCK_KEY, LOCK_TTL, DrainerBusy, "another drainer") as renew:
+    with lock(LOCK_KEY, LOCK_TTL, DrainerBusy, "another drainer") as renew:
         queue = Queue(QUEUE_NAME)
         seen = _written(path)
         idle_since = time.monotonic()

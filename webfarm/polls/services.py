@@ -35,7 +35,7 @@ from pymemcache.exceptions import MemcacheError
 
 from webfarm.core.client import MetaBatch, MetaReply, get_client
 from webfarm.core.counters import count, count_soon
-from webfarm.core.leases import Busy, lease
+from webfarm.core.locks import Busy, lock
 from webfarm.core.memo import ask_flags
 from webfarm.polls import snapshot
 from webfarm.polls.conf import get_config
@@ -433,7 +433,7 @@ class FlusherBusy(Busy):
 def flush_all() -> dict[str, int]:
     """The periodic job: flush the queue, sync direct votes, rebuild the
     running totals memcached lost. One flusher at a time farm-wide."""
-    with lease(FLUSH_LOCK, FLUSH_LOCK_TTL, FlusherBusy, "another flusher") as renew:
+    with lock(FLUSH_LOCK, FLUSH_LOCK_TTL, FlusherBusy, "another flusher") as renew:
         stored = flush(renew=renew)
         counted = count_uncounted_votes(renew=renew)
         polls = list(Poll.objects.filter(is_open=True))

@@ -1,4 +1,4 @@
-"""A farm-wide lease (the site-log drainer's, the vote flusher's): held while
+"""A farm-wide lock (the site-log drainer's, the vote flusher's): held while
 its holder renews it, freed within one lifetime when the holder is killed."""
 
 import os
@@ -10,14 +10,14 @@ import time
 import pytest
 
 from tests.harness.processes import ROOT, wait_for
-from webfarm.core.leases import Busy, lease
+from webfarm.core.locks import Busy, lock
 
 TTL = 2
 HOLDER = """
 import sys, time, django
 django.setup()
-from webfarm.core.leases import lease
-with lease("test:lease", int(sys.argv[1])) as renew:
+from webfarm.core.locks import lock
+with lock("test:lock", int(sys.argv[1])) as renew:
     print("held", flush=True)
     while True:
         renew()
@@ -27,13 +27,13 @@ with lease("test:lease", int(sys.argv[1])) as renew:
 
 def _try() -> bool:
     try:
-        with lease("test:lease", TTL):
+        with lock("test:lock", TTL):
             return True
     except Busy:
         return False
 
 
-def test_a_lease_is_held_while_renewed_and_freed_soon_after_its_holder_is_killed(
+def test_a_lock_is_held_while_renewed_and_freed_soon_after_its_holder_is_killed(
     settings, progress_on_real_memcached
 ):
     env = {
@@ -50,17 +50,17 @@ def test_a_lease_is_held_while_renewed_and_freed_soon_after_its_holder_is_killed
             # Past two of its lifetimes, the holder's renewals keep it.
             held_until = time.monotonic() + 2 * TTL + 1
             while time.monotonic() < held_until:
-                assert not _try(), "a renewed lease was taken by another process"
+                assert not _try(), "a renewed lock was taken by another process"
                 time.sleep(0.25)
         finally:
             holder.send_signal(signal.SIGKILL)
     killed_at = time.monotonic()
-    wait_for(_try, timeout=TTL + 5, what="the dead holder's lease to lapse")
+    wait_for(_try, timeout=TTL + 5, what="the dead holder's lock to lapse")
     assert time.monotonic() - killed_at <= TTL + 1.5
     assert _try()  # released on leaving the block
 
 
-def test_a_lease_is_released_when_the_block_raises():
-    with pytest.raises(RuntimeError), lease("test:lease", 60):
+def test_a_lock_is_released_when_the_block_raises():
+    with pytest.raises(RuntimeError), lock("test:lock", 60):
         raise RuntimeError("the work failed")
     assert _try()

@@ -14,11 +14,11 @@ from webfarm.core.client import get_client
 
 
 class Busy(Exception):
-    """Another process holds the lease."""
+    """Another process holds the lock."""
 
 
 @contextmanager
-def lease(
+def lock(
     key: str, ttl: int, busy: type[Busy] = Busy, what: str = "another holder"
 ) -> Iterator[Callable[[], None]]:
     """Hold `key` for the block, or raise `busy`. Yields `renew()`, to call
