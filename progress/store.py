@@ -267,7 +267,8 @@ def read_public(job_id: str, read_token: str) -> bytes | None:
         return None
     body = _document_body(key, raw)
     if body is None:
-        refused("pub", key, "not a progress document of this job")
+        # The read token is a bearer secret: the log shows the key without it.
+        refused("pub", public_key(job_id, "<token>"), "not a progress document of this job")
     return body
 
 

@@ -8,6 +8,7 @@ from django.test import Client
 
 from progress import services, store
 from tests.harness.processes import free_port
+from webfarm.core import tampering
 from webfarm.core.client import get_client
 
 pytestmark = pytest.mark.django_db
@@ -183,7 +184,8 @@ def test_a_token_poll_serves_the_published_document_as_it_is_less_its_seal(job):
     assert published[len(response.content) - 1 :].startswith(b',"seal":"')
 
 
-def test_a_document_planted_under_the_token_key_is_refused(alice, job):
+def test_a_document_planted_under_the_token_key_is_refused(alice, job, caplog, monkeypatch):
+    monkeypatch.setattr(tampering, "_warned", {})  # warned once a minute: this test sees its own warning
     record = services.begin_job(job.id)
     record.message = "the worker's own words"
     store.write(record)
@@ -201,6 +203,10 @@ def test_a_document_planted_under_the_token_key_is_refused(alice, job):
         # The record's document instead (the record is sealed: it cannot be planted).
         assert response.status_code == 200, planted
         assert response.json()["message"] == "the worker's own words" and response.json()["job"] == job.id
+    # Logged, without the read token (a bearer secret).
+    warned = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+    assert warned and f"pub:{job.id}.<token>" in warned[0]
+    assert job.read_token not in caplog.text
 
 
 def test_an_ended_job_is_answered_from_the_database_while_memcached_is_away(alice, job, settings):

@@ -9,7 +9,6 @@ listens to `value_refused`: the counters themselves read lists, which refuse).
 """
 
 import logging
-import re
 import time
 
 from django.dispatch import Signal
@@ -20,17 +19,14 @@ logger = logging.getLogger(__name__)
 
 WARN_EVERY = 60.0
 _warned: dict[str, float] = {}
-# A public document's key holds its job's read token (a bearer secret): never logged.
-_READ_TOKEN = re.compile(r"(pub:[A-Za-z0-9_-]{22}\.)[A-Za-z0-9_-]+")
 
 
 def refused(family: str, key: bytes | str, why: str) -> None:
-    """Note a refused value of key family `family` ("job", "dj", "q"...)."""
+    """Note a refused value of key family `family` ("job", "dj", "q"...).
+    `key` is logged: a key holding a secret is passed with it masked."""
     now = time.monotonic()
     if now - _warned.get(family, -WARN_EVERY) >= WARN_EVERY:
         _warned[family] = now
-        text = _READ_TOKEN.sub(
-            r"\g<1><token>", key.decode(errors="replace") if isinstance(key, bytes) else str(key)
-        )
+        text = key.decode(errors="replace") if isinstance(key, bytes) else key
         logger.warning("memcached value under %.120r refused (%s): not written by this farm", text, why)
     value_refused.send(refused, family=family)
