@@ -25,17 +25,17 @@ merge, or job_type(..., split=..., merge=...)). In a template:
 `{% progress_bar job record %}` where the bar goes.
 """
 
+from progress.countdown import PartSpec
 from progress.exceptions import JobCancelled, JobFailed
 from progress.ids import is_valid_job_id
+from progress.jobtype import JobType, job_type
+from progress.jobtype_base import SlotLimits
 from progress.models import Job, JobPart
 from progress.outcome import JobResult
-from progress.parts.countdown import PartSpec
 from progress.records import MAX_PARTS
 from progress.registry import add_source, register
 from progress.reporter import ProgressReporter
 from progress.services import Tracker
-from progress.types.base import SlotLimits
-from progress.types.jobtype import JobType, job_type
 
 __all__ = [
     "MAX_PARTS",

@@ -83,7 +83,7 @@ class Job(models.Model):
 
 
 class JobPart(models.Model):
-    """One part of a job split to run on many workers at once (progress.parts.countdown).
+    """One part of a job split to run on many workers at once (progress.countdown).
 
     The row is the durable record of which parts finished: memcached counts
     them down for speed, and after a memcached restart the rows decide.

@@ -1,8 +1,8 @@
 """A job's record rebuilt from the database, for when memcached has none
 (expired, evicted, restarted, unreachable)."""
 
+from progress.countdown import short_worker
 from progress.models import Job, JobPart
-from progress.parts.countdown import short_worker
 from progress.records import JobRecord, PartProgress
 from progress.states import FINAL_STATES, State
 

@@ -8,7 +8,7 @@ the setting can change under a test.
 
 from collections.abc import Callable, Iterable
 
-from progress.types.base import JobTypeBase
+from progress.jobtype_base import JobTypeBase
 
 # A job type's name is in URLs, counters' labels and the job row (max 64).
 MAX_NAME = 64

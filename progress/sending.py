@@ -14,10 +14,10 @@ from kombu.exceptions import OperationalError
 
 from progress import services
 from progress.exceptions import JobNotRunnable
+from progress.jobtype_base import JobTypeBase
 from progress.models import Job, JobPart
 from progress.registry import get_job_type
 from progress.states import State
-from progress.types.base import JobTypeBase
 from webfarm.queues.exceptions import QueueError, QueueFull
 
 logger = logging.getLogger(__name__)

@@ -13,11 +13,11 @@ from django.db import DatabaseError, transaction
 
 from progress import store
 from progress.conf import lost_after
+from progress.countdown import PartSpec, create_parts, left_key
 from progress.exceptions import JobCancelled, JobEnded, JobFailed, JobNotRunnable, ProgressUnavailable
 from progress.ids import new_job_id, new_read_token
 from progress.models import Job, JobPart
 from progress.outcome import JobResult
-from progress.parts.countdown import PartSpec, create_parts, left_key
 from progress.rebuilt import record_from_job
 from progress.records import JobRecord, PartProgress
 from progress.reporter import ProgressReporter
@@ -56,7 +56,7 @@ def create_job(
     taken, or taken here with the record (`taking`, one round trip for both;
     SlotsTaken, with nothing recorded, if a racer took one first).
     `read_token` is given for a retry, which keeps its job's progress URL.
-    `parts`: the job is split in these parts (progress.parts.countdown).
+    `parts`: the job is split in these parts (progress.countdown).
     Raises ProgressUnavailable when memcached cannot take the record.
     """
     now = time.time()

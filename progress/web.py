@@ -27,6 +27,7 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from progress.exceptions import ProgressUnavailable
+from progress.jobtype_base import JobTypeBase
 from progress.launching.admission import Looked, StartRefused, look_at_limits, refused_in_flood
 from progress.models import Job
 from progress.rebuilt import record_from_job
@@ -34,7 +35,6 @@ from progress.records import JobRecord
 from progress.registry import get_job_type
 from progress.selectors import job_record, job_rows
 from progress.sending import BrokerUnavailable
-from progress.types.base import JobTypeBase
 from webfarm.core.http import json_error, wants_json
 from webfarm.core.refusals import note_refusal, refusal_response
 

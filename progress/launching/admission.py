@@ -13,14 +13,14 @@ from django.template.defaultfilters import pluralize
 
 from progress import services, store
 from progress.conf import get_config
+from progress.countdown import PartSpec
 from progress.exceptions import ProgressUnavailable
 from progress.ids import new_job_id
+from progress.jobtype_base import JobTypeBase, SlotLimits
 from progress.models import Job
-from progress.parts.countdown import PartSpec
 from progress.records import MAX_PARTS
 from progress.registry import get_job_type
 from progress.sending import send_job
-from progress.types.base import JobTypeBase, SlotLimits
 from webfarm.core.client import client_epoch
 from webfarm.core.slots import Lease, LimitReached, SlotsTaken, SlotsUnavailable, Taking, full_scope, look
 

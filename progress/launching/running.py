@@ -12,6 +12,7 @@ from progress import services
 from progress.conf import get_config
 from progress.exceptions import JobNotRunnable
 from progress.ids import new_job_id
+from progress.jobtype_base import JobTypeBase
 from progress.launching.admission import split_job
 from progress.launching.reaper import reap, reap_queued
 from progress.models import Job
@@ -19,7 +20,6 @@ from progress.parts.reaper import PartSender
 from progress.records import JobRecord
 from progress.registry import get_job_type
 from progress.sending import BrokerUnavailable, installed_type, send_job, send_merge, send_part, send_task
-from progress.types.base import JobTypeBase
 from webfarm.core.slots import Lease
 
 logger = logging.getLogger(__name__)

@@ -26,9 +26,9 @@ from django.db.models import F
 
 from progress import store
 from progress.conf import get_config
+from progress.countdown import claim_merge, stop_parts
 from progress.exceptions import ProgressUnavailable
 from progress.models import Job, JobPart
-from progress.parts.countdown import claim_merge, stop_parts
 from progress.rebuilt import record_from_job
 from progress.records import JobRecord
 from progress.services import finish_lost

@@ -21,10 +21,11 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 
 from progress import store
+from progress.countdown import finish_part, short_worker, start_part, stop_parts
 from progress.exceptions import JobEnded, JobNotRunnable, ProgressUnavailable
+from progress.jobtype_base import JobTypeBase
 from progress.models import Job, JobPart
 from progress.parts.combined import parts_share
-from progress.parts.countdown import finish_part, short_worker, start_part, stop_parts
 from progress.parts.reporter import PartReporter
 from progress.records import JobRecord
 from progress.registry import get_job_type
@@ -42,7 +43,6 @@ from progress.services import (
     tracking,
 )
 from progress.states import State
-from progress.types.base import JobTypeBase
 
 logger = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from progress import services, store
+from progress.countdown import PartSpec
 from progress.models import Job
-from progress.parts.countdown import PartSpec
 from progress.parts.reporter import PartReporter
 from progress.records import MAX_PARTS
 from tests.harness.roundtrips import counting, runs, steady

@@ -11,9 +11,9 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from progress import services, store
+from progress.countdown import PartSpec, finish_part
 from progress.exceptions import JobEnded
 from progress.parts.combined import combine, parts_share
-from progress.parts.countdown import PartSpec, finish_part
 from progress.parts.reporter import PartReporter
 from progress.records import MAX_PARTS, CorruptRecord, JobRecord, PartProgress
 from progress.templatetags.progress import parts_line

@@ -1,4 +1,4 @@
-"""A job's parts counted down to its merge (progress.parts.countdown), against a real
+"""A job's parts counted down to its merge (progress.countdown), against a real
 memcached and the test database: the merge is sent once, by the last part,
 whatever is delivered twice, whatever memcached loses or is made to say."""
 
@@ -8,8 +8,8 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from progress import services
+from progress.countdown import PartSpec, create_parts, finish_part, left_key, parts_left, start_part
 from progress.models import Job, JobPart
-from progress.parts.countdown import PartSpec, create_parts, finish_part, left_key, parts_left, start_part
 from tests.harness.processes import free_port
 from webfarm.core.client import get_client
 

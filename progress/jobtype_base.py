@@ -9,9 +9,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.urls import reverse
 
 from progress.conf import get_config
+from progress.countdown import PartSpec
 from progress.models import Job, JobPart
 from progress.outcome import JobResult
-from progress.parts.countdown import PartSpec
 from progress.services import Tracker
 
 

@@ -9,13 +9,13 @@ from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 
+from progress.countdown import PartSpec
+from progress.jobtype_base import JobTypeBase
 from progress.launching.admission import Looked, start_job
 from progress.models import Job, JobPart
 from progress.outcome import JobResult
-from progress.parts.countdown import PartSpec
 from progress.registry import register
 from progress.services import Tracker
-from progress.types.base import JobTypeBase
 
 
 class JobType(JobTypeBase):
