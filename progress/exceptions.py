@@ -15,6 +15,11 @@ class JobFailed(Exception):
     no data in range...). Any other exception is shown as an internal error."""
 
 
+class JobLost(Exception):
+    """What a lost job's API clients are told ended it: its worker stopped, or
+    its task never reached one (never raised; named in a result's errors)."""
+
+
 class JobEnded(Exception):
     """Raised inside a task whose job was ended by someone else while it ran
     (the reaper took it for lost): the task stops and writes nothing more."""

@@ -21,8 +21,11 @@ from progress.services import Tracker
 class JobType(JobTypeBase):
     """A kind of long job. Subclasses set the class attributes and run()."""
 
-    def start(self, *, user: AbstractBaseUser, params: dict[str, Any], looked: Looked | None = None) -> Job:
-        """Start a job of this type for `user`: its limit slots taken, its
+    def start(
+        self, *, user: AbstractBaseUser | None, params: dict[str, Any], looked: Looked | None = None
+    ) -> Job:
+        """Start a job of this type for `user` (None: for no user; only staff
+        see it, and only the per-kind limit holds it): its limit slots taken, its
         record written, its task sent. `looked`: what
         progress.web.look_before_start() saw a moment ago, so the limits are
         not looked at twice. Raises StartRefused (over a limit: nothing

@@ -53,7 +53,9 @@ class JobTypeBase:
         """The job's title on its page and in "My jobs"."""
         return self.title
 
-    def limits(self, user: AbstractBaseUser) -> SlotLimits:
+    def limits(self, user: AbstractBaseUser | None) -> SlotLimits:
+        """How many may run at once (`user` None: a job started by no user,
+        held to the per-kind limit alone)."""
         config = get_config()
         return SlotLimits(group="jobs", per_user=config["JOBS_PER_USER"], per_kind=config["JOBS_PER_KIND"])
 

@@ -33,7 +33,11 @@ class Job(models.Model):
     """
 
     id = models.CharField(primary_key=True, max_length=JOB_ID_LENGTH, default=new_job_id, editable=False)
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="jobs")
+    # None: started by no user (a django.tasks task enqueued outside a request):
+    # only staff see it.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="jobs"
+    )
     kind = models.CharField(max_length=64)
     title = models.CharField(max_length=200, blank=True)
     params = models.JSONField(default=dict, blank=True)
@@ -66,6 +70,14 @@ class Job(models.Model):
     merge_started_at = models.DateTimeField(null=True, blank=True)
     # How many parts it was split into (0: it runs whole, as one task).
     part_count = models.PositiveSmallIntegerField(default=0)
+    # For API clients (a django.tasks result): what the body returned, each
+    # failed run's exception class and traceback (users see `error`), and the
+    # metadata the body saved, as it stood when the job ended.
+    value = models.JSONField(null=True, blank=True)
+    # The worker that ran it ("host#pid"; a job in parts: the one that merged).
+    worker = models.CharField(max_length=200, blank=True)
+    errors = models.JSONField(default=list, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
 
     objects = StateQuerySet.as_manager()
 

@@ -25,7 +25,7 @@ def record_from_job(job: Job) -> JobRecord:
         ]
     return JobRecord(
         job=job.id,
-        owner=job.owner_id,
+        owner=job.owner_id or 0,
         kind=job.kind,
         title=job.title,
         state=job.state,
@@ -39,6 +39,7 @@ def record_from_job(job: Job) -> JobRecord:
         error=job.error,
         attempt=job.attempt,
         retried_as=job.retried_as,
+        metadata=job.metadata if isinstance(job.metadata, dict) else {},
         read_token=job.read_token,
         parts=parts,
     )

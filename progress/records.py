@@ -23,6 +23,9 @@ RESULT_URL_RE = re.compile(r"/(?![/\\])[A-Za-z0-9/_.~%-]*")
 MAX_PARTS = 64
 # How many workers the public document names (a part's worker may be anyone).
 MAX_WORKERS_SHOWN = 8
+# The most a job's metadata may take as JSON: it rides in the record every
+# poll reads (a body's `context.metadata`, django.tasks' proposed API).
+MAX_METADATA_BYTES = 4096
 
 
 class CorruptRecord(ValueError):
@@ -97,6 +100,8 @@ class JobRecord:
     read_token: str = ""
     # A job split in parts: each part's progress (the bar combines them).
     parts: list[PartProgress] = field(default_factory=list)
+    # What the body saved for its callers to read while it runs (JSON, small).
+    metadata: dict[str, Any] = field(default_factory=dict)
 
     @property
     def is_final(self) -> bool:
@@ -167,6 +172,7 @@ class JobRecord:
             "retried_as": self.retried_as or None,
             # A job split in parts: {total, queued, running, done, workers}; else null.
             "parts": self.part_counts(),
+            "metadata": self.metadata,
             "final": self.is_final,
         }
 
@@ -201,6 +207,19 @@ def _job_id_or_empty(value: Any) -> bool:
     return value == "" or is_valid_job_id(value)
 
 
+def metadata_problem(value: Any) -> str | None:
+    """Why `value` cannot be a job's metadata, or None if it can."""
+    if not isinstance(value, dict):
+        return f"metadata must be a dict, not {type(value).__name__}"
+    try:
+        size = len(json.dumps(value, separators=(",", ":"), allow_nan=False))
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f"metadata must be JSON: {exc}"
+    if size > MAX_METADATA_BYTES:
+        return f"metadata takes {size} bytes as JSON, more than {MAX_METADATA_BYTES}"
+    return None
+
+
 _CHECKS: dict[str, Any] = {
     "job": is_valid_job_id,
     "owner": _int,
@@ -226,4 +245,5 @@ _CHECKS: dict[str, Any] = {
     "slots": lambda v: isinstance(v, list) and len(v) <= 16 and all(_text(k) and len(k) <= 200 for k in v),
     "read_token": _job_id_or_empty,
     "parts": lambda v: isinstance(v, list) and len(v) <= MAX_PARTS,
+    "metadata": lambda v: metadata_problem(v) is None,
 }

@@ -15,11 +15,13 @@ writes over a record someone else ended (the reaper took the job for lost
 while this worker was stalled): the task gets JobEnded and stops.
 """
 
+import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
+from typing import Any
 
 from django.db import DatabaseError, connection
 
@@ -27,7 +29,7 @@ from progress import store
 from progress.conf import get_config
 from progress.exceptions import JobCancelled, JobEnded, ProgressUnavailable
 from progress.models import Job
-from progress.records import JobRecord
+from progress.records import JobRecord, metadata_problem
 from progress.states import State
 
 logger = logging.getLogger(__name__)
@@ -74,6 +76,9 @@ class ProgressReporter:
         self.flushes = 0
         # Called on every heartbeat (renewing what the job holds: limit slots).
         self.on_beat: Callable[[], None] | None = None
+        # What the body keeps for its callers (django.tasks' proposed
+        # context.metadata): published by save_metadata() and at the end.
+        self.metadata: dict[str, Any] = dict(record.metadata)
 
     # -- what task code calls -------------------------------------------------
 
@@ -90,7 +95,8 @@ class ProgressReporter:
         if self._weights and name not in self._weights:
             raise ValueError(f"stage {name!r} is not in the plan {list(self._weights)}")
         with self._lock:
-            if self.record.stage and self.record.stage != name:
+            # Without a plan, each stage fills the bar anew.
+            if self._weights and self.record.stage and self.record.stage != name:
                 self._done_weight += self._stage_weight
             self._stage_weight = self._weights.get(name, 0.0 if self._weights else 1.0)
             self.record.stage = name
@@ -114,6 +120,33 @@ class ProgressReporter:
 
     def set_message(self, message: str) -> None:
         self._message = message
+
+    def save_metadata(self) -> None:
+        """Publish `metadata` (a JSON object of at most MAX_METADATA_BYTES; a
+        ValueError says why not): now if a write is due, else with the next
+        one (an update's, the heartbeat's or the final one), so a body may
+        save as often as it updates."""
+        saved = self._checked_metadata()
+        with self._lock:
+            self.record.metadata = saved
+        if _monotonic() >= self._due and not (self._cancelled or self._ended):
+            self.flush()
+
+    def kept_metadata(self) -> dict[str, Any]:
+        """The metadata for the final write: as the body left it if it can be
+        kept, else as last saved."""
+        try:
+            return self._checked_metadata()
+        except ValueError as exc:
+            logger.warning("job %s: metadata not kept at the end: %s", self.record.job, exc)
+            return self.record.metadata
+
+    def _checked_metadata(self) -> dict[str, Any]:
+        problem = metadata_problem(self.metadata)
+        if problem is not None:
+            raise ValueError(problem)
+        # A copy: what the body changes after saving is not published half-way.
+        return json.loads(json.dumps(self.metadata))
 
     def check_cancelled(self) -> None:
         """Raise JobCancelled now if the job was cancelled, JobEnded if it was
@@ -194,7 +227,16 @@ class ProgressReporter:
             self._stage_weight = 0.0
             self.record.stage = stage
 
-    _PROGRESS_FIELDS = ("current", "total", "message", "percent", "eta_seconds", "stage", "heartbeat_at")
+    _PROGRESS_FIELDS = (
+        "current",
+        "total",
+        "message",
+        "percent",
+        "eta_seconds",
+        "stage",
+        "heartbeat_at",
+        "metadata",
+    )
 
     def _onto(self, stored: JobRecord) -> bool:
         """Put this run's progress onto the record memcached holds, if the job

@@ -2,6 +2,7 @@
 
 import logging
 import time
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -37,7 +38,7 @@ def _dt(timestamp: float | None) -> datetime | None:
 
 def create_job(
     *,
-    owner: AbstractBaseUser,
+    owner: AbstractBaseUser | None,
     kind: str,
     title: str,
     params: dict[str, Any],
@@ -77,7 +78,7 @@ def create_job(
         store.create(
             JobRecord(
                 job=job.id,
-                owner=owner.pk,
+                owner=owner.pk if owner is not None else 0,
                 kind=kind,
                 title=title,
                 percent=0.0,
@@ -99,12 +100,12 @@ def create_job(
 def fail_to_queue(*, job: Job, reason: str, slots: list[str] | None = None) -> None:
     """The task could not be sent: end the job as failed everywhere (a job
     split in parts may be running already, on the parts that were sent)."""
-    record = JobRecord(job=job.id, owner=job.owner_id, kind=job.kind, title=job.title, slots=slots or [])
+    record = JobRecord(job=job.id, owner=job.owner_id or 0, kind=job.kind, title=job.title, slots=slots or [])
     if not finish_job(record, State.FAILED, ending=State.QUEUED, error=reason) and job.part_count:
         finish_job(record, State.FAILED, ending=State.RUNNING, error=reason)
 
 
-def begin_job(job_id: str) -> JobRecord:
+def begin_job(job_id: str, *, worker: str = "") -> JobRecord:
     """Move a queued job to running. Raises JobNotRunnable if it was
     cancelled, has ended, or is running already: a task delivered twice (sent
     again by the reaper, redelivered by the broker) never starts a second run.
@@ -144,7 +145,7 @@ def begin_job(job_id: str) -> JobRecord:
     if record.state != State.RUNNING or record.started_at != now:
         raise JobNotRunnable(f"job {job_id} is {record.state}")
     started = Job.objects.filter(pk=job_id).move(
-        source=State.QUEUED, target=State.RUNNING, started_at=_dt(now)
+        source=State.QUEUED, target=State.RUNNING, started_at=_dt(now), worker=worker
     )
     if not started:
         job.refresh_from_db()
@@ -163,12 +164,15 @@ def finish_job(
     error: str = "",
     result_url: str = "",
     summary: str = "",
+    value: Any = None,
+    errors: list[dict[str, str]] | None = None,
     release_slots: bool = True,
 ) -> bool:
     """End the job as `state`, if its row is still `ending` (the state this
     ending comes from): the row decides who ends a job, so a run that the
     reaper took for lost meanwhile writes nothing over the `lost`. Returns
-    whether this call ended it."""
+    whether this call ended it. `value` and `errors` are for API clients
+    (what the body returned; the exception that ended it, see error_of())."""
     now = time.time()
     record.state = state
     record.error = error
@@ -187,8 +191,11 @@ def finish_job(
         record.message = (
             "the job queue lost it" if ending == State.QUEUED else "the worker running this job stopped"
         )
+    fields: dict[str, Any] = {"value": value, "metadata": record.metadata}
+    if errors:
+        fields["errors"] = errors
     ended = Job.objects.filter(pk=record.job).move(
-        source=ending, target=state, error=error, result_url=result_url, finished_at=_dt(now)
+        source=ending, target=state, error=error, result_url=result_url, finished_at=_dt(now), **fields
     )
     if not ended:
         logger.warning("job %s was not %s any more: not ended as %s here", record.job, ending, state)
@@ -272,10 +279,10 @@ class Tracker:
 
 
 @contextmanager
-def track_job(job_id: str) -> Iterator[Tracker]:
+def track_job(job_id: str, *, worker: str = "") -> Iterator[Tracker]:
     """Run a job's body: running on entry, a final state on exit, a heartbeat
     in between (see tracking())."""
-    record = begin_job(job_id)
+    record = begin_job(job_id, worker=worker)
     with tracking(record, ProgressReporter(record)) as tracker:
         yield tracker
 
@@ -300,18 +307,30 @@ def tracking(record: JobRecord, reporter: ProgressReporter) -> Iterator[Tracker]
         return
     except STOPPED as exc:
         state, error = how_it_ended(exc)
-    except BaseException:
+        errors = [] if state == State.CANCELLED else [error_of(exc)]
+    except BaseException as exc:
         reporter.stop_heartbeat()
         logger.exception("job %s crashed", job_id)
-        finish_job(record, State.FAILED, ending=State.RUNNING, error=internal_error(job_id))
+        record.metadata = reporter.kept_metadata()
+        finish_job(
+            record, State.FAILED, ending=State.RUNNING, error=internal_error(job_id), errors=[error_of(exc)]
+        )
         raise
     else:
-        state, error = State.SUCCEEDED, ""
+        state, error, errors = State.SUCCEEDED, "", []
     # The heartbeat writes the same record: stop it before the final write.
     reporter.stop_heartbeat()
+    record.metadata = reporter.kept_metadata()
     result = tracker.result if state == State.SUCCEEDED else JobResult()
     finish_job(
-        record, state, ending=State.RUNNING, error=error, result_url=result.url, summary=result.summary
+        record,
+        state,
+        ending=State.RUNNING,
+        error=error,
+        result_url=result.url,
+        summary=result.summary,
+        value=result.value,
+        errors=errors,
     )
 
 
@@ -327,6 +346,20 @@ def how_it_ended(exc: BaseException) -> tuple[State, str]:
     if isinstance(exc, SoftTimeLimitExceeded):
         return State.FAILED, TIME_LIMIT_ERROR
     return State.FAILED, str(exc)
+
+
+# A traceback kept for API clients is cut to this many characters (its end: the raise).
+MAX_TRACEBACK = 20_000
+
+
+def error_of(exc: BaseException) -> dict[str, str]:
+    """The exception that ended a run, as API clients read it (django.tasks' TaskError)."""
+    kind = type(exc)
+    text = "".join(traceback.format_exception(exc))
+    return {
+        "exception_class_path": f"{kind.__module__}.{kind.__qualname__}",
+        "traceback": text[-MAX_TRACEBACK:],
+    }
 
 
 def internal_error(job_id: str) -> str:

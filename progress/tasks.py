@@ -7,9 +7,9 @@ from progress.launching import running
 from progress.parts import running as parts
 
 
-@shared_task(name="progress.run_job", acks_late=True, ignore_result=True)
-def run_job(job_id: str) -> None:
-    running.run_job(job_id=job_id)
+@shared_task(name="progress.run_job", bind=True, acks_late=True, ignore_result=True)
+def run_job(self, job_id: str) -> None:
+    running.run_job(job_id=job_id, worker=f"{self.request.hostname}#{os.getpid()}")
 
 
 @shared_task(name="progress.run_part", bind=True, acks_late=True, ignore_result=True)

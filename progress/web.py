@@ -26,6 +26,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonRes
 from django.shortcuts import render
 from django.urls import reverse
 
+from progress import services
 from progress.exceptions import ProgressUnavailable
 from progress.jobtype_base import JobTypeBase
 from progress.launching.admission import Looked, StartRefused, look_at_limits, refused_in_flood
@@ -39,7 +40,12 @@ from webfarm.core.http import json_error, wants_json
 from webfarm.core.refusals import note_refusal, refusal_response
 
 __all__ = [
+    "BrokerUnavailable",
     "Looked",
+    "ProgressUnavailable",
+    "StartRefused",
+    "cancel",
+    "job_progress",
     "job_rows",
     "look_before_start",
     "own_page",
@@ -153,6 +159,24 @@ def page_record(job: Job, user: AbstractBaseUser) -> JobRecord:
         return job_record(job_id=job.id, owner_id=user.pk)
     except ProgressUnavailable:
         return record_from_job(job)
+
+
+def job_progress(job: Job) -> dict[str, Any]:
+    """The job's progress as its poll answers it (state, percent, stage,
+    message, ETA, metadata...), for any caller on any node: from memcached,
+    or from its row when memcached is away or lost the record."""
+    try:
+        record = job_record(job_id=job.id, owner_id=None)
+    except ProgressUnavailable:
+        record = None
+    return (record or record_from_job(job)).public()
+
+
+def cancel(job: Job) -> dict[str, Any]:
+    """Ask the job to stop (whoever may: the caller decides): a queued job
+    ends at once, a running one at its next progress write or check. Returns
+    its progress as it stands. Raises ProgressUnavailable."""
+    return services.cancel_job(job=job).public()
 
 
 def own_page(job: Job) -> str | None:

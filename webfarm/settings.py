@@ -61,6 +61,8 @@ INSTALLED_APPS = [
     "webfarm.limits",
     "webfarm.polls",
     "webfarm.imports",
+    "django_tasks",
+    "webfarm.djangotasks",
     # The project itself: its management commands (seed_demo).
     "webfarm",
 ]
@@ -75,7 +77,12 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "webfarm.activity.middleware.ActivityLogMiddleware",
+    # Tasks a view enqueues (django.tasks) belong to its signed-in user.
+    "webfarm.djangotasks.owners.TaskOwnerMiddleware",
 ]
+
+# Django's Tasks API (django.tasks) runs tasks as jobs on the Celery workers.
+TASKS = {"default": {"BACKEND": "webfarm.djangotasks.backend.CeleryBackend"}}
 
 ROOT_URLCONF = "webfarm.urls"
 WSGI_APPLICATION = "webfarm.wsgi.application"

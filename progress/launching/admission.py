@@ -68,7 +68,7 @@ def _kind_scope(job_type: JobTypeBase, limits: SlotLimits) -> str:
     return f"{limits.group}-kind:{job_type.name}"
 
 
-def look_at_limits(*, user: AbstractBaseUser, job_type: JobTypeBase) -> Looked:
+def look_at_limits(*, user: AbstractBaseUser | None, job_type: JobTypeBase) -> Looked:
     """Refuse a start over a limit before anything else is done for it (the
     form need not even be read): one memcached round trip, no query, nothing
     written; under a flood of starts against a full limit, not even that
@@ -78,7 +78,9 @@ def look_at_limits(*, user: AbstractBaseUser, job_type: JobTypeBase) -> Looked:
     does not look again."""
     limits = job_type.limits(user)
     kind = _kind_scope(job_type, limits)
-    scopes = [(f"{limits.group}-user:{user.pk}", limits.per_user), (kind, limits.per_kind)]
+    scopes = [(kind, limits.per_kind)]
+    if user is not None:  # a job started by no user has no user's limit
+        scopes.insert(0, (f"{limits.group}-user:{user.pk}", limits.per_user))
     now, epoch = time.monotonic(), client_epoch()
     known = _refused_at.get((epoch, kind))
     if known is not None and known[2] and now - known[0] < FLOOD_WINDOW:
@@ -102,7 +104,11 @@ def look_at_limits(*, user: AbstractBaseUser, job_type: JobTypeBase) -> Looked:
 
 
 def start_job(
-    *, user: AbstractBaseUser, job_type: JobTypeBase, params: dict[str, Any], looked: Looked | None = None
+    *,
+    user: AbstractBaseUser | None,
+    job_type: JobTypeBase,
+    params: dict[str, Any],
+    looked: Looked | None = None,
 ) -> Job:
     """Take the job's limit slots, record it as queued in memcached and the
     database (counted), then send its task. `looked`: what look_at_limits()
@@ -163,11 +169,11 @@ def split_job(job_type: JobTypeBase, params: dict[str, Any]) -> list[PartSpec]:
     return parts
 
 
-def _refused(user: AbstractBaseUser, job_type: JobTypeBase, refusal: LimitReached) -> StartRefused:
+def _refused(user: AbstractBaseUser | None, job_type: JobTypeBase, refusal: LimitReached) -> StartRefused:
     """What a user is told when a start is over a limit, and when to come back."""
     limits = job_type.limits(user)
     retry_after = _retry_after(refusal.scope, refusal.holders, default=get_config()["RETRY_AFTER"])
-    if refusal.scope.endswith(f"-user:{user.pk}"):
+    if user is not None and refusal.scope.endswith(f"-user:{user.pk}"):
         n = limits.per_user
         message = (
             f"You already have {n} {job_type.noun}{pluralize(n)} queued or running, the most "

@@ -81,7 +81,7 @@ def reap(
         if record is None:
             if now - missing_since[job.id] < silence:
                 continue
-            record = JobRecord(job=job.id, owner=job.owner_id, kind=job.kind, title=job.title)
+            record = JobRecord(job=job.id, owner=job.owner_id or 0, kind=job.kind, title=job.title)
         elif record.is_final or now - (record.heartbeat_at or record.updated_at) < silence:
             continue
         if finish_lost(job, record, silent_for=silence, on_lost=on_lost):

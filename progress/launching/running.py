@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 MAX_ATTEMPTS = 2
 
 
-def run_job(*, job_id: str) -> None:
+def run_job(*, job_id: str, worker: str = "") -> None:
     """The body of the Celery task: run the job's type under progress tracking."""
     job = Job.objects.filter(pk=job_id).first()
     job_type = get_job_type(job.kind) if job else None
@@ -39,7 +39,7 @@ def run_job(*, job_id: str) -> None:
         logger.error("job %s runs in parts, not whole: its run_job task dropped", job_id)
         return
     try:
-        with services.track_job(job_id) as tracker:
+        with services.track_job(job_id, worker=worker) as tracker:
             tracker.reporter.plan(job_type.stages)
             tracker.result = job_type.run(job=job, params=job.params, tracker=tracker)
     except JobNotRunnable as exc:

@@ -1,0 +1,120 @@
+"""Django's Tasks API, in process: what enqueue records and whom it belongs
+to, what get_result and cancel answer, and what the backend refuses. Running
+tasks on a worker: tests/farm/test_django_tasks.py."""
+
+from datetime import UTC, datetime
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.http import HttpResponse
+from django.test import Client, RequestFactory
+
+from progress.api import Job, ProgressReporter
+from progress.records import JobRecord
+from tests.harness import django_tasks as tasks
+from webfarm.djangotasks.compat import InvalidTask, TaskResultDoesNotExist, task_backends
+from webfarm.djangotasks.owners import TaskOwnerMiddleware, owned_by
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def staff():
+    return get_user_model().objects.create_user("staff", password="x", is_staff=True)
+
+
+def test_enqueue_records_a_queued_job_for_its_owner(alice):
+    with owned_by(alice):
+        result = tasks.count_to.enqueue(5, label="pears")
+    job = Job.objects.get(pk=result.id)
+    assert (job.owner, job.kind, job.state) == (alice, "task.default.default", "queued")
+    assert job.params == {
+        "task": "tests.harness.django_tasks.count_to",
+        "args": [5],
+        "kwargs": {"label": "pears"},
+    }
+    assert str(result.status) == "READY" and result.args == [5] and result.kwargs == {"label": "pears"}
+    again = task_backends["default"].get_result(result.id)
+    assert again.id == result.id and str(again.status) == "READY" and again.task is tasks.count_to
+    assert again.progress["state"] == "queued" and again.metadata == {}
+    assert tasks.count_to.get_result(result.id).id == result.id
+
+
+def test_a_view_enqueues_for_its_signed_in_user(alice):
+    request = RequestFactory().post("/")
+    request.user = alice
+    made = []
+    TaskOwnerMiddleware(lambda request: made.append(tasks.divide.enqueue(1, 2)) or HttpResponse())(request)
+    assert Job.objects.get(pk=made[0].id).owner == alice
+
+
+def test_a_task_enqueued_by_no_one_is_shown_to_staff_alone(alice, staff):
+    result = tasks.divide.enqueue(4, 2)
+    job = Job.objects.get(pk=result.id)
+    assert job.owner is None
+    as_alice, as_staff = Client(), Client()
+    as_alice.force_login(alice)
+    as_staff.force_login(staff)
+    assert as_alice.get(f"/progress/{job.id}/").status_code == 404
+    assert as_staff.get(f"/progress/{job.id}/").json()["state"] == "queued"
+    assert Client().get(f"/progress/{job.id}/{job.read_token}/").json()["job"] == job.id
+
+
+def test_cancelling_a_queued_task_fails_it_as_cancelled(alice):
+    with owned_by(alice):
+        result = tasks.wait_until_cancelled.enqueue()
+    cancelled = task_backends["default"].cancel(result.id)
+    assert str(cancelled.status) == "FAILED"
+    assert [e.exception_class_path for e in cancelled.errors] == ["progress.exceptions.JobCancelled"]
+    assert cancelled.errors[0].exception_class.__name__ == "JobCancelled"
+    with pytest.raises(ValueError, match="failed"):
+        _ = cancelled.return_value
+
+
+@pytest.mark.parametrize("result_id", ["nope", "", "A" * 22, "../../etc", 42])
+def test_an_unknown_result_does_not_exist(result_id):
+    with pytest.raises(TaskResultDoesNotExist):
+        task_backends["default"].get_result(result_id)
+
+
+def test_a_job_that_is_not_a_task_is_no_result(alice):
+    job = Job.objects.create(owner=alice, kind="demo", title="Not a task")
+    with pytest.raises(TaskResultDoesNotExist):
+        task_backends["default"].get_result(job.id)
+
+
+def test_what_the_backend_cannot_do_is_refused_when_the_task_is_made(settings):
+    backend = task_backends["default"]
+    assert backend.supports_get_result and backend.supports_async_task
+    with pytest.raises(InvalidTask, match="priority"):
+        tasks.divide.using(priority=5)
+    with pytest.raises(InvalidTask, match="run_after"):
+        tasks.divide.using(run_after=datetime(2030, 1, 1, tzinfo=UTC))
+    with pytest.raises(InvalidTask, match="not valid"):
+        tasks.divide.using(queue_name="elsewhere")
+
+
+def test_a_queue_name_must_name_a_job_kind(settings):
+    settings.TASKS = {
+        "default": {"BACKEND": "webfarm.djangotasks.backend.CeleryBackend", "QUEUES": ["default", "a b"]}
+    }
+    with pytest.raises(InvalidTask, match="queue name"):
+        tasks.divide.using(queue_name="a b")
+    problems = list(task_backends["default"].check())
+    assert [p.id for p in problems] == ["webfarm_djangotasks.E002"]
+
+
+@pytest.mark.parametrize(
+    ("metadata", "why"),
+    [
+        ({"n": {1, 2}}, "must be JSON"),
+        ({"big": "x" * 5000}, "more than 4096"),
+        ({"nan": float("nan")}, "JSON"),
+    ],
+)
+def test_metadata_that_is_not_small_json_is_refused_when_saved(metadata, why):
+    reporter = ProgressReporter(JobRecord(job="A" * 22, owner=1, kind="demo"))
+    reporter.metadata.update(metadata)
+    with pytest.raises(ValueError, match=why):
+        reporter.save_metadata()
+    assert reporter.record.metadata == {}

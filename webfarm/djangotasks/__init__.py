@@ -1,0 +1,14 @@
+"""Django's Tasks API (`django.tasks`; on Django 5.2 the django-tasks
+backport) on the farm: tasks run as jobs on its Celery workers, with live
+progress, metadata, cancel, limits and results readable from any node.
+
+    TASKS = {"default": {"BACKEND": "webfarm.djangotasks.backend.CeleryBackend"}}
+
+    @task(takes_context=True)
+    def rebuild_index(context, shop_id):
+        context.progress.stage("indexing", total=n)      # our bar: stages, counts, ETA
+        context.metadata["indexed"] = 0                  # django/new-features #141
+        context.save_metadata()
+
+docs/tasks.md says the rest.
+"""

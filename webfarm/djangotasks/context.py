@@ -1,0 +1,39 @@
+"""What a task that takes a context gets: Django's TaskContext, with the
+metadata API proposed for Django (django/new-features #141) and our
+reporter for a bar with stages, counts and an ETA."""
+
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from progress.api import ProgressReporter
+from webfarm.djangotasks.compat import TaskContext
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProgressContext(TaskContext):
+    reporter: ProgressReporter
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The task's metadata, a JSON object of at most 4 KiB: change it,
+        then save_metadata() to publish it."""
+        return self.reporter.metadata
+
+    def save_metadata(self) -> None:
+        """Publish `metadata` to every reader (get_result on any node, the
+        bar's poll). Cheap: coalesced with the progress writes, at most one
+        per PROGRESS_FLUSH_INTERVAL; the last one always lands. Raises
+        ValueError for metadata that is not small JSON. Also raises
+        JobCancelled when the task was cancelled: let it propagate."""
+        self.reporter.save_metadata()
+        self.reporter.check_cancelled()
+
+    async def asave_metadata(self) -> None:
+        await sync_to_async(self.save_metadata)()
+
+    @property
+    def progress(self) -> ProgressReporter:
+        """The bar: progress.plan(), .stage(), .update() (see progress.api)."""
+        return self.reporter

@@ -1,0 +1,103 @@
+"""The job type a task runs as: one per backend alias and queue named in
+TASKS, found by the progress app on every node (web, worker, reaper).
+
+A job's row holds its task's path, arguments and queue; the worker imports
+the task by that path (from the database, never from memcached) and runs it
+under the job's tracker: running, heartbeat, cancel, time limit, final state.
+"""
+
+import re
+from functools import cache
+from traceback import format_exception
+from typing import Any
+
+from django.conf import settings
+
+from progress.api import Job, JobResult, JobType, Tracker, add_source
+from webfarm.djangotasks.compat import (
+    TaskError,
+    TaskResultStatus,
+    normalize_json,
+    task_finished,
+    task_started,
+)
+from webfarm.djangotasks.context import ProgressContext
+from webfarm.djangotasks.results import result_of, task_of
+
+BACKEND = "webfarm.djangotasks.backend.CeleryBackend"
+DEFAULT_QUEUE = "default"
+# A job type's name is the job's kind, in counters' labels and URLs:
+# "task.<alias>.<queue>", each a NAME.
+PREFIX = "task."
+NAME = re.compile(r"[A-Za-z0-9_-]{1,24}")
+
+
+def kind_of(alias: str, queue: str) -> str:
+    return f"{PREFIX}{alias}.{queue}"
+
+
+class TaskJobType(JobType):
+    title = "Task"
+    noun = "task"
+    # No plan: a task names its stages as it goes (context.progress.stage()),
+    # or plans them itself (context.progress.plan()).
+    stages = ()
+
+    def __init__(self, alias: str, queue: str, time_limit: int) -> None:
+        self.alias = alias
+        self.name = kind_of(alias, queue)
+        # Celery's default queue for Django's default one: the farm's workers take it.
+        self.queue = None if queue == DEFAULT_QUEUE else queue
+        self.time_limit = time_limit
+
+    def describe(self, params: dict[str, Any]) -> str:
+        return str(params.get("task", "task")).rsplit(".", 1)[-1].replace("_", " ").capitalize()
+
+    def run(self, *, job: Job, params: dict[str, Any], tracker: Tracker) -> JobResult:
+        task = task_of(job)
+        sender = type(task.get_backend())
+        job.refresh_from_db()
+        result = result_of(job, task=task, backend=self.alias)
+        task_started.send(sender, task_result=result)
+        args, kwargs = params.get("args", []), params.get("kwargs", {})
+        try:
+            if task.takes_context:
+                context = ProgressContext(task_result=result, reporter=tracker.reporter)
+                value = task.call(context, *args, **kwargs)
+            else:
+                value = task.call(*args, **kwargs)
+            value = normalize_json(value)
+        except BaseException as exc:
+            kind = type(exc)
+            path = f"{kind.__module__}.{kind.__qualname__}"
+            object.__setattr__(result, "status", TaskResultStatus.FAILED)
+            result.errors.append(
+                TaskError(exception_class_path=path, traceback="".join(format_exception(exc)))
+            )
+            task_finished.send(sender, task_result=result)
+            raise
+        object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
+        object.__setattr__(result, "_return_value", value)
+        task_finished.send(sender, task_result=result)
+        return JobResult(value=value, summary="done")
+
+
+@cache
+def job_type_for(alias: str, queue: str, time_limit: int) -> TaskJobType:
+    return TaskJobType(alias, queue, time_limit)
+
+
+def configured() -> list[TaskJobType]:
+    """A job type for each queue of each of our backends in TASKS (read on
+    every lookup: a test may change the setting)."""
+    found = []
+    for alias, config in getattr(settings, "TASKS", {}).items():
+        if config.get("BACKEND") != BACKEND:
+            continue
+        time_limit = int(config.get("OPTIONS", {}).get("TIME_LIMIT", 30 * 60))
+        for queue in config.get("QUEUES") or [DEFAULT_QUEUE]:
+            found.append(job_type_for(alias, queue, time_limit))
+    return found
+
+
+add_source(configured)
