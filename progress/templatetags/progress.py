@@ -2,7 +2,8 @@
 
 {% load progress %}
 {% progress_assets %}            in <head>: the bar's CSS and JS
-{% progress_bar job record %}    a live bar for `job` (record: its JobRecord, optional)
+{% progress_bar job record %}    a live bar for `job` (record: its JobRecord, optional),
+                                 or for a django.tasks result (its id is its job's)
 {{ job|job_page }}               the URL of the job's own page (its job type's)
 {{ record|parts_line }}          a job split in parts: how many run, wait, and where
 """
@@ -14,6 +15,7 @@ from django.middleware.csrf import get_token
 from django.templatetags.static import static
 from django.utils.html import format_html
 
+from progress.models import Job
 from progress.registry import get_job_type
 
 register = template.Library()
@@ -39,6 +41,12 @@ def progress_bar(
     message, a cancel button while it runs and a download link when it
     succeeded. With reload_on_success the page reloads when the job succeeds
     (to show what it made)."""
+    if not isinstance(job, Job):
+        # A django.tasks TaskResult (webfarm.djangotasks): a task is a job of the same id.
+        found = Job.objects.filter(pk=str(getattr(job, "id", ""))).first()
+        if found is None:
+            raise ValueError(f"progress_bar takes a job or a task's result, not {job!r:.100}")
+        job = found
     request = context.get("request")
     # A page rendered without the csrf context processor still gets a cancel that works.
     csrf_token = context.get("csrf_token") or (get_token(request) if request is not None else None)

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from django.contrib.auth import get_user_model
 from django.http import HttpResponse
+from django.template import Context, Template
 from django.test import Client, RequestFactory
 
 from progress.api import Job, ProgressReporter
@@ -118,3 +119,12 @@ def test_metadata_that_is_not_small_json_is_refused_when_saved(metadata, why):
     with pytest.raises(ValueError, match=why):
         reporter.save_metadata()
     assert reporter.record.metadata == {}
+
+
+def test_the_bar_takes_a_task_result_as_it_takes_a_job(alice):
+    with owned_by(alice):
+        result = tasks.count_to.enqueue(3)
+    job = Job.objects.get(pk=result.id)
+    html = Template("{% load progress %}{% progress_bar result %}").render(Context({"result": result}))
+    assert f'data-progress-url="/progress/{job.id}/{job.read_token}/"' in html
+    assert f'action="/progress/{job.id}/cancel/"' in html
