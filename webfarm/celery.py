@@ -10,6 +10,8 @@ from kombu.transport import TRANSPORT_ALIASES
 from webfarm.startup import refuse_to_start_misconfigured
 
 # CELERY_BROKER_URL=memcached://host:port: the farm's own queue as the broker.
+# webfarm.broker's ready() says so too; here for the commands (celery
+# inspect, purge) that connect before Django is set up.
 TRANSPORT_ALIASES.setdefault("memcached", "webfarm.broker.transport:Transport")
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webfarm.settings")

@@ -1,7 +1,8 @@
 """The wheel `pip wheel .` builds gives another project the reusable apps:
-a `django-admin startproject` site that adds them (and nothing else from
-this repository) passes Django's checks and migrates. The end-to-end run of
-such a site, with a worker and a browser, is issue 29's next step."""
+it holds them with their files and nothing of the site, and a
+`django-admin startproject` site that adds them (tests/harness/installed.py)
+passes Django's checks and migrates, from the wheel alone.
+tests/browser/test_installed_site.py runs such a site end to end."""
 
 import subprocess
 import sys
@@ -10,38 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import processes
+from tests.harness import installed
 
 pytestmark = pytest.mark.farm
-
-APPS = ["webfarm.core", "webfarm.queues", "progress", "django_tasks", "webfarm.djangotasks"]
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    build = tmp_path_factory.mktemp("build")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            str(processes.ROOT),
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(out),
-            "-q",
-            "--disable-pip-version-check",
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-        cwd=build,
-    )
-    (found,) = out.glob("webfarm-*.whl")
-    return found
+    return installed.build_wheel(tmp_path_factory.mktemp("wheel"))
 
 
 def test_the_wheel_holds_the_apps_with_their_files_and_nothing_of_the_site(wheel):
@@ -61,20 +38,8 @@ def test_the_wheel_holds_the_apps_with_their_files_and_nothing_of_the_site(wheel
 
 
 def test_a_new_project_with_the_apps_checks_and_migrates(wheel, tmp_path):
-    lib = tmp_path / "lib"
-    zipfile.ZipFile(wheel).extractall(lib)
-    site = tmp_path / "site"
-    site.mkdir()
-    subprocess.run(
-        [str(processes.BIN / "django-admin"), "startproject", "mysite", str(site)], check=True, timeout=60
-    )
-    with (site / "mysite" / "settings.py").open("a") as settings:
-        settings.write(
-            f"\nINSTALLED_APPS += {APPS!r}\n"
-            'TASKS = {"default": {"BACKEND": "webfarm.djangotasks.backend.CeleryBackend"}}\n'
-        )
-    # The wheel's files, not this repository's: the site's folder and lib/ alone are on the path.
-    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(lib), "DJANGO_SETTINGS_MODULE": "mysite.settings"}
+    site = installed.make_site(wheel, tmp_path)
+    env = installed.site_env(tmp_path, "127.0.0.1:1")
     where = subprocess.run(
         [sys.executable, "-c", "import progress, webfarm; print(progress.__file__, webfarm.__file__)"],
         cwd=site,
@@ -84,17 +49,11 @@ def test_a_new_project_with_the_apps_checks_and_migrates(wheel, tmp_path):
         check=True,
         timeout=60,
     )
+    lib = tmp_path / "lib"
     assert where.stdout.split() == [
         str(lib / "progress" / "__init__.py"),
         str(lib / "webfarm" / "__init__.py"),
     ]
-    for command in (["check"], ["migrate", "--no-input"], ["makemigrations", "--check", "--dry-run"]):
-        done = subprocess.run(
-            [sys.executable, "manage.py", *command],
-            cwd=site,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
+    installed.manage(site, env, "check")
+    installed.manage(site, env, "migrate", "--no-input")
+    installed.manage(site, env, "makemigrations", "--check", "--dry-run")

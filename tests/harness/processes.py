@@ -162,8 +162,11 @@ def one_memcached_env(base: Path, address: str, name: str, **settings: object) -
 class Process:
     """A child process with its output in a log file, stopped on exit."""
 
-    def __init__(self, name: str, argv: list[str], *, log_dir: Path, env: dict | None = None) -> None:
+    def __init__(
+        self, name: str, argv: list[str], *, log_dir: Path, env: dict | None = None, cwd: Path = ROOT
+    ) -> None:
         self.name = name
+        self.cwd = cwd
         self.argv = argv
         self.log_path = log_dir / f"{name}.log"
         self.env = env
@@ -176,7 +179,7 @@ class Process:
             stdout=log,
             stderr=subprocess.STDOUT,
             env=self.env,
-            cwd=ROOT,
+            cwd=self.cwd,
             start_new_session=True,
         )
         log.close()

@@ -1,7 +1,13 @@
 from django.apps import AppConfig
+from kombu.transport import TRANSPORT_ALIASES
 
 
 class BrokerConfig(AppConfig):
     name = "webfarm.broker"
     label = "webfarm_broker"
     verbose_name = "Celery broker on memcached"
+
+    def ready(self) -> None:
+        # CELERY_BROKER_URL=memcached://host:port in any project that installs
+        # this app: Celery connects after Django is set up, on web nodes and workers.
+        TRANSPORT_ALIASES.setdefault("memcached", "webfarm.broker.transport:Transport")
