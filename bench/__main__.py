@@ -12,6 +12,7 @@ from bench import (
     queue,
     roundtrips,
     shedding,
+    tasks,
 )
 
 
@@ -35,6 +36,8 @@ def main() -> None:
     print(farm.report(farm.run()), flush=True)
     print()
     print(fanout.report(fanout.run()), flush=True)
+    print()
+    print(tasks.report(tasks.run()), flush=True)
     print()
     print(memory.report(memory.run()), flush=True)
 

@@ -22,7 +22,9 @@ def _measure(broker: str, workdir: Path, memcached: str) -> dict[str, float]:
         "MEMCACHED_NAMESPACE": "benchcelery",
         "LOG_LEVEL": "WARNING",
     }
-    worker = processes.celery_worker(env, workdir, f"worker-{broker.split(':')[0]}", include="bench.tasks")
+    worker = processes.celery_worker(
+        env, workdir, f"worker-{broker.split(':')[0]}", include="bench.celery_tasks"
+    )
     try:
         out = subprocess.run(
             [sys.executable, "-m", "bench.celery_sender"],

@@ -19,7 +19,7 @@ def main() -> None:
     import django
 
     django.setup()
-    from bench.tasks import stamp
+    from bench.celery_tasks import stamp
     from webfarm.core.client import get_client
 
     client = get_client()

@@ -1,15 +1,130 @@
-"""A task that notes how long after its send it started (loaded with --include)."""
+"""Django's Tasks API on three backends, same machine, same run, two
+worker processes each: ours (webfarm.djangotasks over the memcached
+broker), django-tasks-db (PostgreSQL and its db_worker) and
+django-tasks-fennel (Celery on Redis, results in Redis). For each: what an
+enqueue() costs the caller, enqueue to start (p50, p99, one at a time),
+and tasks/s for a burst, every result read back with get_result(). Then,
+on ours, what progress costs a task: the same loop with each step reported
+to the bar and saved as metadata, against none."""
 
-import time
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
 
-from celery import shared_task
+from tests.harness import processes
 
-from webfarm.core.client import get_client
+NAMES = {"default": "ours (memcached)", "db": "django-tasks-db", "fennel": "fennel (Redis)"}
 
 
-@shared_task(name="bench.stamp", ignore_result=True)
-def stamp(sent_at: float) -> None:
-    started = time.time()
-    client = get_client()
-    client.append("bench:latency", f"{started - sent_at:.6f},".encode())
-    client.incr("bench:done", 1)
+def _client(env: dict, alias: str) -> dict[str, float]:
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.tasks_client", alias],
+        env=env,
+        cwd=processes.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if done.returncode:
+        raise RuntimeError(f"bench.tasks_client {alias} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run() -> dict[str, dict[str, float]]:
+    workdir = Path(tempfile.mkdtemp(prefix="bench-tasks-"))
+    with processes.stopped_after(workdir) as started, processes.postgres_database("benchtasks") as database:
+        memcached, address = processes.memcached(workdir, memory_mb=256)
+        started.append(memcached)
+        redis, redis_url = processes.redis(workdir)
+        started.append(redis)
+        # with_secret_key: the workers' key, or their queue entries' MACs fail.
+        base = processes.with_secret_key(
+            {
+                **os.environ,
+                "DJANGO_SETTINGS_MODULE": "bench.tasks_settings",
+                "DATABASE_URL": database,
+                "MEMCACHED_SERVERS": address,
+                "MEMCACHED_NAMESPACE": "benchtasks",
+                "LOG_LEVEL": "WARNING",
+            }
+        )
+        processes.manage(base, "migrate", "--no-input", "-v", "0")
+        results = {}
+
+        ours = {
+            **base,
+            "CELERY_BROKER_URL": f"memcached://{address}",
+            "CELERY_TASK_DEFAULT_QUEUE": "benchtasks",
+        }
+        worker = processes.celery_worker(ours, workdir, "worker-ours", include="bench.task_defs")
+        results["default"] = _client(ours, "default")
+        worker.stop()
+
+        fennel = {
+            **base,
+            "CELERY_BROKER_URL": redis_url,
+            "BENCH_RESULT_BACKEND": redis_url,
+            "CELERY_TASK_DEFAULT_QUEUE": "default",
+        }
+        worker = processes.celery_worker(fennel, workdir, "worker-fennel", include="bench.task_defs")
+        results["fennel"] = _client(fennel, "fennel")
+        worker.stop()
+
+        db = {**base, "CELERY_BROKER_URL": redis_url}
+        workers = [
+            processes.Process(
+                f"db-worker-{n}",
+                [
+                    sys.executable,
+                    "manage.py",
+                    "db_worker",
+                    "--backend",
+                    "db",
+                    "--interval",
+                    "0.01",
+                    "--no-startup-delay",
+                ],
+                log_dir=workdir,
+                env=db,
+            ).start()
+            for n in range(2)
+        ]
+        try:
+            results["db"] = _client(db, "db")
+        finally:
+            for worker in workers:
+                worker.stop()
+        return results
+
+
+def report(results: dict[str, dict[str, float]]) -> str:
+    lines = [
+        "django.tasks: a task that notes when it started, two worker processes per backend",
+        f"{'backend':18} {'enqueue ms':>10} {'p50 ms':>8} {'p99 ms':>8} {'tasks/s':>8}"
+        "   (enqueue() to start)",
+    ]
+    for alias, r in results.items():
+        lines.append(
+            f"{NAMES[alias]:18} {r['enqueue_ms']:10.2f} {r['p50_ms']:8.1f} {r['p99_ms']:8.1f}"
+            f" {r['tasks_per_s']:8.0f}"
+        )
+    ours = results["default"]
+    for alias in ("db", "fennel"):
+        lines.append(
+            f"ours / {NAMES[alias]}: tasks/s {ours['tasks_per_s'] / results[alias]['tasks_per_s']:.2f}, "
+            f"p50 {ours['p50_ms'] / results[alias]['p50_ms']:.2f}"
+        )
+    lines.append(
+        f"progress, on ours: a loop of steps took {ours['plain_s']:.3f} s bare, "
+        f"{ours['reported_s']:.3f} s with "
+        f"every step reported and saved as metadata ({ours['reported_s'] / ours['plain_s']:.1f}x, "
+        f"{ours['per_step_us']:.2f} µs a step)"
+    )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(report(run()))

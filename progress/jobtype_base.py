@@ -53,9 +53,10 @@ class JobTypeBase:
         """The job's title on its page and in "My jobs"."""
         return self.title
 
-    def limits(self, user: AbstractBaseUser | None) -> SlotLimits:
-        """How many may run at once (`user` None: a job started by no user,
-        held to the per-kind limit alone)."""
+    def limits(self, user: AbstractBaseUser | None) -> SlotLimits | None:
+        """How many may be queued or running at once (`user` None: a job
+        started by no user, held to the per-kind limit alone; None: no
+        farm-wide limit)."""
         config = get_config()
         return SlotLimits(group="jobs", per_user=config["JOBS_PER_USER"], per_kind=config["JOBS_PER_KIND"])
 

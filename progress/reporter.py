@@ -79,6 +79,7 @@ class ProgressReporter:
         # What the body keeps for its callers (django.tasks' proposed
         # context.metadata): published by save_metadata() and at the end.
         self.metadata: dict[str, Any] = dict(record.metadata)
+        self._metadata_saved = False  # saved since the last write
 
     # -- what task code calls -------------------------------------------------
 
@@ -115,6 +116,7 @@ class ProgressReporter:
         # A seen cancel or end sets _due to 0, so this one comparison covers all.
         if _monotonic() >= self._due:
             if not (self._cancelled or self._ended):
+                self._take_metadata_quietly()
                 self.flush()
             self.check_cancelled()
 
@@ -123,14 +125,31 @@ class ProgressReporter:
 
     def save_metadata(self) -> None:
         """Publish `metadata` (a JSON object of at most MAX_METADATA_BYTES; a
-        ValueError says why not): now if a write is due, else with the next
-        one (an update's, the heartbeat's or the final one), so a body may
-        save as often as it updates."""
-        saved = self._checked_metadata()
-        with self._lock:
-            self.record.metadata = saved
-        if _monotonic() >= self._due and not (self._cancelled or self._ended):
-            self.flush()
+        ValueError says why not) with the next write: now if one is due, else
+        an update's, the heartbeat's or the final one. As cheap as update()
+        between writes, so a body may save as often as it updates; it is
+        checked, copied and written once per FLUSH_INTERVAL."""
+        self._metadata_saved = True
+        if _monotonic() >= self._due:
+            self._take_metadata()
+            if not (self._cancelled or self._ended):
+                self.flush()
+
+    def _take_metadata_quietly(self) -> None:
+        """As _take_metadata(), where no caller can be told (an update, the
+        heartbeat): metadata that cannot be written stays as last written."""
+        try:
+            self._take_metadata()
+        except (ValueError, RuntimeError) as exc:  # RuntimeError: changed while read
+            logger.warning("job %s: metadata not written: %s", self.record.job, exc)
+
+    def _take_metadata(self) -> None:
+        """The saved metadata into the record, for the write about to be made."""
+        if self._metadata_saved:
+            self._metadata_saved = False
+            saved = self._checked_metadata()
+            with self._lock:
+                self.record.metadata = saved
 
     def kept_metadata(self) -> dict[str, Any]:
         """The metadata for the final write: as the body left it if it can be
@@ -297,7 +316,9 @@ class ProgressReporter:
     def _beat(self) -> None:
         try:
             while not self._stop.wait(self.heartbeat_interval / 2):
-                if time.monotonic() - self._last_flush >= self.heartbeat_interval / 2:
+                # Saved metadata waits at most this long for a write of its own.
+                if self._metadata_saved or time.monotonic() - self._last_flush >= self.heartbeat_interval / 2:
+                    self._take_metadata_quietly()
                     self.flush()
                 if self.on_beat is not None:
                     self.on_beat()

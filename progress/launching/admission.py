@@ -58,7 +58,10 @@ def refused_in_flood(*, user_id: object, job_type: JobTypeBase) -> StartRefused 
     a flood a refusal then costs the session's round trip alone. None when
     there is no flood: the caller goes on the usual way (read the user, look)."""
     stand_in = get_user_model()(pk=user_id)  # unsaved: only its id is read
-    known = _refused_at.get((client_epoch(), _kind_scope(job_type, job_type.limits(stand_in))))
+    limits = job_type.limits(stand_in)
+    if limits is None:
+        return None
+    known = _refused_at.get((client_epoch(), _kind_scope(job_type, limits)))
     if known is not None and known[2] and time.monotonic() - known[0] < FLOOD_WINDOW:
         return _refused(stand_in, job_type, known[1])
     return None
@@ -77,6 +80,8 @@ def look_at_limits(*, user: AbstractBaseUser | None, job_type: JobTypeBase) -> L
     ProgressUnavailable; pass what it returns to start_job(), which then
     does not look again."""
     limits = job_type.limits(user)
+    if limits is None:  # no farm-wide limit: nothing to look at, no slot to take
+        return Looked([], {})
     kind = _kind_scope(job_type, limits)
     scopes = [(kind, limits.per_kind)]
     if user is not None:  # a job started by no user has no user's limit
@@ -172,6 +177,7 @@ def split_job(job_type: JobTypeBase, params: dict[str, Any]) -> list[PartSpec]:
 def _refused(user: AbstractBaseUser | None, job_type: JobTypeBase, refusal: LimitReached) -> StartRefused:
     """What a user is told when a start is over a limit, and when to come back."""
     limits = job_type.limits(user)
+    assert limits is not None  # a refusal comes from a limit
     retry_after = _retry_after(refusal.scope, refusal.holders, default=get_config()["RETRY_AFTER"])
     if user is not None and refusal.scope.endswith(f"-user:{user.pk}"):
         n = limits.per_user

@@ -12,6 +12,7 @@ from django.test import Client, RequestFactory
 
 from progress.api import Job, ProgressReporter
 from progress.records import JobRecord
+from progress.web import StartRefused
 from tests.harness import django_tasks as tasks
 from webfarm.djangotasks.compat import InvalidTask, TaskResultDoesNotExist, task_backends
 from webfarm.djangotasks.owners import TaskOwnerMiddleware, owned_by
@@ -128,3 +129,20 @@ def test_the_bar_takes_a_task_result_as_it_takes_a_job(alice):
     html = Template("{% load progress %}{% progress_bar result %}").render(Context({"result": result}))
     assert f'data-progress-url="/progress/{job.id}/{job.read_token}/"' in html
     assert f'action="/progress/{job.id}/cancel/"' in html
+
+
+def test_tasks_queue_in_bursts_unless_limits_are_set(alice, settings):
+    with owned_by(alice):
+        burst = [tasks.divide.enqueue(1, n) for n in range(1, 13)]
+    assert len({result.id for result in burst}) == 12  # the jobs' 4-at-once limits are not a task's
+    settings.TASKS = {
+        "default": {
+            "BACKEND": "webfarm.djangotasks.backend.CeleryBackend",
+            "OPTIONS": {"LIMITS": {"PER_USER": 2, "PER_KIND": 50}},
+        }
+    }
+    with owned_by(alice):
+        tasks.divide.enqueue(1, 1)
+        tasks.divide.enqueue(1, 2)
+        with pytest.raises(StartRefused, match="You already have 2 tasks queued or running"):
+            tasks.divide.enqueue(1, 3)

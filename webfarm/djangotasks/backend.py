@@ -4,12 +4,13 @@
         "default": {
             "BACKEND": "webfarm.djangotasks.backend.CeleryBackend",
             "QUEUES": ["default"],                    # Celery's default queue
-            "OPTIONS": {"TIME_LIMIT": 1800},          # seconds, then FAILED
+            "OPTIONS": {"TIME_LIMIT": 1800,           # seconds, then FAILED
+                        "LIMITS": {"PER_USER": 20, "PER_KIND": 500}},  # optional
         }
     }
 
-A task is a job: enqueue() starts one (the farm's limits, counters and
-ownership apply; its task goes to Celery over the memcached broker or
+A task is a job: enqueue() starts one (the farm's counters and ownership
+apply, and its limits if OPTIONS sets them; its task goes to Celery over the memcached broker or
 Redis), any node reads its result from the database and its live progress
 from memcached, and cancel() stops it at its next progress write or check.
 """
@@ -30,7 +31,7 @@ from webfarm.djangotasks.compat import (
     normalize_json,
     task_enqueued,
 )
-from webfarm.djangotasks.jobs import DEFAULT_QUEUE, NAME, PREFIX, job_type_for
+from webfarm.djangotasks.jobs import DEFAULT_QUEUE, NAME, PREFIX, Options, job_type_for
 from webfarm.djangotasks.owners import current_owner
 from webfarm.djangotasks.results import ProgressTaskResult, result_of
 
@@ -43,7 +44,7 @@ class CeleryBackend(BaseTaskBackend):
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
-        self.time_limit = int(self.options.get("TIME_LIMIT", 30 * 60))
+        self.job_options = Options.of(self.options)
 
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> ProgressTaskResult:
         """Start the task as a job, for the request's user (webfarm.djangotasks.owners).
@@ -56,10 +57,11 @@ class CeleryBackend(BaseTaskBackend):
             "args": normalize_json(list(args)),
             "kwargs": normalize_json(kwargs),
         }
-        job = job_type_for(self.alias, task.queue_name, self.time_limit).start(
+        job = job_type_for(self.alias, task.queue_name, self.job_options).start(
             user=current_owner(), params=params
         )
-        result = result_of(job, task=task, backend=self.alias)
+        # Just recorded as queued: its bar's document is the record's, no trip to read it.
+        result = result_of(job, task=task, backend=self.alias, progress={"state": "queued", "metadata": {}})
         task_enqueued.send(type(self), task_result=result)
         return result
 

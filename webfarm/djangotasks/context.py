@@ -24,9 +24,11 @@ class ProgressContext(TaskContext):
     def save_metadata(self) -> None:
         """Publish `metadata` to every reader (get_result on any node, the
         bar's poll). Cheap: coalesced with the progress writes, at most one
-        per PROGRESS_FLUSH_INTERVAL; the last one always lands. Raises
-        ValueError for metadata that is not small JSON. Also raises
-        JobCancelled when the task was cancelled: let it propagate."""
+        per PROGRESS_FLUSH_INTERVAL (or half a heartbeat, if the task does
+        not save or update again); the last one always lands. Metadata that
+        is not small JSON is refused when it is written: the save that
+        writes it raises ValueError. Also raises JobCancelled when the task
+        was cancelled: let it propagate."""
         self.reporter.save_metadata()
         self.reporter.check_cancelled()
 

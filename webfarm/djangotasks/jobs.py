@@ -7,13 +7,15 @@ under the job's tracker: running, heartbeat, cancel, time limit, final state.
 """
 
 import re
+from dataclasses import dataclass
 from functools import cache
 from traceback import format_exception
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
 
-from progress.api import Job, JobResult, JobType, Tracker, add_source
+from progress.api import Job, JobResult, JobType, SlotLimits, Tracker, add_source
 from webfarm.djangotasks.compat import (
     TaskError,
     TaskResultStatus,
@@ -36,6 +38,28 @@ def kind_of(alias: str, queue: str) -> str:
     return f"{PREFIX}{alias}.{queue}"
 
 
+@dataclass(frozen=True)
+class Options:
+    """A backend's OPTIONS: TIME_LIMIT (seconds, default 1800) and LIMITS
+    ({"PER_USER": n, "PER_KIND": m}: how many of its tasks may be queued or
+    running at once, farm-wide; default none)."""
+
+    time_limit: int = 30 * 60
+    slot_limits: SlotLimits | None = None
+
+    @classmethod
+    def of(cls, options: dict[str, Any]) -> "Options":
+        limits = options.get("LIMITS")
+        return cls(
+            time_limit=int(options.get("TIME_LIMIT", 30 * 60)),
+            slot_limits=SlotLimits(
+                group="tasks", per_user=int(limits["PER_USER"]), per_kind=int(limits["PER_KIND"])
+            )
+            if limits
+            else None,
+        )
+
+
 class TaskJobType(JobType):
     title = "Task"
     noun = "task"
@@ -43,12 +67,17 @@ class TaskJobType(JobType):
     # or plans them itself (context.progress.plan()).
     stages = ()
 
-    def __init__(self, alias: str, queue: str, time_limit: int) -> None:
+    def __init__(self, alias: str, queue: str, options: Options) -> None:
         self.alias = alias
         self.name = kind_of(alias, queue)
         # Celery's default queue for Django's default one: the farm's workers take it.
         self.queue = None if queue == DEFAULT_QUEUE else queue
-        self.time_limit = time_limit
+        self.time_limit = options.time_limit
+        self.slot_limits = options.slot_limits
+
+    def limits(self, user: AbstractBaseUser | None) -> SlotLimits | None:
+        # A task queue takes bursts: limits only where OPTIONS["LIMITS"] sets them.
+        return self.slot_limits
 
     def describe(self, params: dict[str, Any]) -> str:
         return str(params.get("task", "task")).rsplit(".", 1)[-1].replace("_", " ").capitalize()
@@ -56,8 +85,9 @@ class TaskJobType(JobType):
     def run(self, *, job: Job, params: dict[str, Any], tracker: Tracker) -> JobResult:
         task = task_of(job)
         sender = type(task.get_backend())
-        job.refresh_from_db()
-        result = result_of(job, task=task, backend=self.alias)
+        # The row as the run began (the runner read it before), and the bar as the reporter holds it.
+        job.refresh_from_db(fields=["state", "started_at", "worker"])
+        result = result_of(job, task=task, backend=self.alias, progress=tracker.reporter.record.public())
         task_started.send(sender, task_result=result)
         args, kwargs = params.get("args", []), params.get("kwargs", {})
         try:
@@ -83,8 +113,8 @@ class TaskJobType(JobType):
 
 
 @cache
-def job_type_for(alias: str, queue: str, time_limit: int) -> TaskJobType:
-    return TaskJobType(alias, queue, time_limit)
+def job_type_for(alias: str, queue: str, options: Options) -> TaskJobType:
+    return TaskJobType(alias, queue, options)
 
 
 def configured() -> list[TaskJobType]:
@@ -94,9 +124,9 @@ def configured() -> list[TaskJobType]:
     for alias, config in getattr(settings, "TASKS", {}).items():
         if config.get("BACKEND") != BACKEND:
             continue
-        time_limit = int(config.get("OPTIONS", {}).get("TIME_LIMIT", 30 * 60))
+        options = Options.of(config.get("OPTIONS", {}))
         for queue in config.get("QUEUES") or [DEFAULT_QUEUE]:
-            found.append(job_type_for(alias, queue, time_limit))
+            found.append(job_type_for(alias, queue, options))
     return found
 
 

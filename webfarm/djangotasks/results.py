@@ -63,9 +63,12 @@ def task_of(job: Job) -> Task:
     return found
 
 
-def result_of(job: Job, *, task: Task | None = None, backend: str) -> ProgressTaskResult:
+def result_of(
+    job: Job, *, task: Task | None = None, backend: str, progress: dict[str, Any] | None = None
+) -> ProgressTaskResult:
+    """`progress`: the bar's document if the caller has it (else read, one memcached trip)."""
     task = task or task_of(job)
-    progress = job_progress(job)
+    progress = job_progress(job) if progress is None else progress
     params = job.params
     result = ProgressTaskResult(
         task=task,
