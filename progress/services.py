@@ -105,16 +105,18 @@ def fail_to_queue(*, job: Job, reason: str, slots: list[str] | None = None) -> N
         finish_job(record, State.FAILED, ending=State.RUNNING, error=reason)
 
 
-def begin_job(job_id: str, *, worker: str = "") -> JobRecord:
+def begin_job(job_id: str, *, worker: str = "", job: Job | None = None) -> JobRecord:
     """Move a queued job to running. Raises JobNotRunnable if it was
     cancelled, has ended, or is running already: a task delivered twice (sent
     again by the reaper, redelivered by the broker) never starts a second run.
 
     memcached's cas decides races with a cancel and with a second delivery;
     the database row follows, and its `queued -> running` update is the last
-    word (also when memcached is away).
+    word (also when memcached is away). `job`: its row, if the caller has
+    just read it (it is updated in place once the run began).
     """
-    job = Job.objects.filter(pk=job_id).first()
+    if job is None:
+        job = Job.objects.filter(pk=job_id).first()
     if job is None:
         raise JobNotRunnable(f"job {job_id} is unknown")
     now = time.time()
@@ -152,6 +154,7 @@ def begin_job(job_id: str, *, worker: str = "") -> JobRecord:
         if job.state in FINAL_STATES:  # ended meanwhile (cancelled): memcached follows the row
             finish_job(record, State(job.state), ending=State(job.state), error=job.error)
         raise JobNotRunnable(f"job {job_id} is {job.state}")
+    job.state, job.started_at, job.worker = State.RUNNING, _dt(now), worker
     count("jobs", kind=job.kind, state=State.RUNNING)
     return record
 
@@ -279,10 +282,10 @@ class Tracker:
 
 
 @contextmanager
-def track_job(job_id: str, *, worker: str = "") -> Iterator[Tracker]:
+def track_job(job_id: str, *, worker: str = "", job: Job | None = None) -> Iterator[Tracker]:
     """Run a job's body: running on entry, a final state on exit, a heartbeat
-    in between (see tracking())."""
-    record = begin_job(job_id, worker=worker)
+    in between (see tracking()). `job`: its row, if just read."""
+    record = begin_job(job_id, worker=worker, job=job)
     with tracking(record, ProgressReporter(record)) as tracker:
         yield tracker
 

@@ -39,14 +39,14 @@ def run_job(*, job_id: str, worker: str = "") -> None:
         logger.error("job %s runs in parts, not whole: its run_job task dropped", job_id)
         return
     try:
-        with services.track_job(job_id, worker=worker) as tracker:
+        with services.track_job(job_id, worker=worker, job=job) as tracker:
             tracker.reporter.plan(job_type.stages)
             tracker.result = job_type.run(job=job, params=job.params, tracker=tracker)
     except JobNotRunnable as exc:
         logger.info("job %s not run: %s", job_id, exc)
         return
-    job.refresh_from_db(fields=["state"])
-    logger.info("job %s ended: %s", job_id, job.state)
+    # The record as the run left it: the row says the same (or the reaper's word, which the log has).
+    logger.info("job %s ended: %s", job_id, tracker.reporter.record.state)
 
 
 def retry_lost(job: Job, record: JobRecord) -> str | None:

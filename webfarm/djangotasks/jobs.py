@@ -85,8 +85,7 @@ class TaskJobType(JobType):
     def run(self, *, job: Job, params: dict[str, Any], tracker: Tracker) -> JobResult:
         task = task_of(job)
         sender = type(task.get_backend())
-        # The row as the run began (the runner read it before), and the bar as the reporter holds it.
-        job.refresh_from_db(fields=["state", "started_at", "worker"])
+        # The row as the run began (begin_job updated it in place), the bar as the reporter holds it.
         result = result_of(job, task=task, backend=self.alias, progress=tracker.reporter.record.public())
         task_started.send(sender, task_result=result)
         args, kwargs = params.get("args", []), params.get("kwargs", {})
