@@ -126,3 +126,22 @@ def test_a_project_of_its_own_runs_tasks_with_live_bars_cancel_and_results_anywh
         cancelled = session.get(f"{nodes[1]}/result/{second}/", timeout=10).json()
         assert cancelled["status"] == "FAILED" and cancelled["errors"] == ["progress.exceptions.JobCancelled"]
         assert 0 < cancelled["metadata"]["done"] < 400
+        # Another user of the site cannot read ann's result.
+        installed.manage(
+            site,
+            env,
+            "shell",
+            "-c",
+            "from django.contrib.auth.models import User; "
+            "User.objects.create_user('bo', password='pw-for-bo-5678')",
+        )
+        other = requests.Session()
+        login = other.get(f"{nodes[1]}/accounts/login/", timeout=10)
+        token = login.cookies["csrftoken"]
+        other.post(
+            f"{nodes[1]}/accounts/login/",
+            data={"username": "bo", "password": "pw-for-bo-5678", "csrfmiddlewaretoken": token},
+            headers={"Referer": f"{nodes[1]}/accounts/login/"},
+            timeout=10,
+        )
+        assert other.get(f"{nodes[1]}/result/{first}/", timeout=10).status_code == 404

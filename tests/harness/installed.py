@@ -78,11 +78,19 @@ def crunch(context, steps: int, pause: float):
 
 VIEWS = """
 from django.contrib.auth.decorators import login_required
-from django.http import JsonResponse
+from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from progress.api import Job
 from shop.tasks import crunch
+
+
+def own_result(request, result_id):
+    # The Tasks API has no user: the view checks that the task is the user's.
+    if not Job.objects.filter(pk=result_id, owner=request.user).exists():
+        raise Http404("No such task.")
+    return crunch.get_result(result_id)
 
 
 @login_required
@@ -99,12 +107,12 @@ def start(request):
 
 @login_required
 def watch(request, result_id):
-    return render(request, "shop/watch.html", {"result": crunch.get_result(result_id)})
+    return render(request, "shop/watch.html", {"result": own_result(request, result_id)})
 
 
 @login_required
 def result(request, result_id):
-    found = crunch.get_result(result_id)
+    found = own_result(request, result_id)
     return JsonResponse({
         "status": found.status,
         "value": found.return_value if found.status == "SUCCESSFUL" else None,
