@@ -73,7 +73,7 @@ def test_a_task_runs_on_the_worker_and_any_process_reads_its_result(farm):
     assert done["value"] == {"apples": 50, "attempt": 1}
     assert done["metadata"] == {"counted": 50}
     assert done["progress"] == {"percent": 100.0, "stage": "counting", "state": "succeeded"}
-    assert done["attempts"] == 1 and done["workers"][0].startswith("worker-a@")
+    assert done["attempts"] == 1 and done["workers"][0].startswith(f"{farm.worker.name}@")
     assert done["started"] and done["finished"] and done["errors"] == []
     # The worker sent task_started and task_finished (django_tasks logs them).
     log = farm.worker.log()
