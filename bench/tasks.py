@@ -59,7 +59,9 @@ def run() -> dict[str, dict[str, float]]:
             "CELERY_BROKER_URL": f"memcached://{address}",
             "CELERY_TASK_DEFAULT_QUEUE": "benchtasks",
         }
+        # Each worker is in `started` too: a client that fails stops nothing itself.
         worker = processes.celery_worker(ours, workdir, "worker-ours", include="bench.task_defs")
+        started.append(worker)
         results["default"] = _client(ours, "default")
         worker.stop()
 
@@ -70,6 +72,7 @@ def run() -> dict[str, dict[str, float]]:
             "CELERY_TASK_DEFAULT_QUEUE": "default",
         }
         worker = processes.celery_worker(fennel, workdir, "worker-fennel", include="bench.task_defs")
+        started.append(worker)
         results["fennel"] = _client(fennel, "fennel")
         worker.stop()
 
@@ -92,11 +95,8 @@ def run() -> dict[str, dict[str, float]]:
             ).start()
             for n in range(2)
         ]
-        try:
-            results["db"] = _client(db, "db")
-        finally:
-            for worker in workers:
-                worker.stop()
+        started.extend(workers)
+        results["db"] = _client(db, "db")
         return results
 
 
