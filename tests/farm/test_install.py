@@ -35,13 +35,22 @@ def test_the_wheel_holds_the_apps_with_their_files_and_nothing_of_the_site(wheel
         assert needed in names
     top = {name.split("/")[0] for name in names}
     assert top == {"progress", "webfarm", wheel.name.removesuffix("-py3-none-any.whl") + ".dist-info"}
+    # webfarm is a namespace in the wheel: the site and the apps whose pages
+    # extend its templates stay here.
+    shipped = {name.split("/")[1] for name in names if name.startswith("webfarm/")}
+    assert shipped == {"core", "queues", "broker", "stats", "activity", "djangotasks"}
 
 
 def test_a_new_project_with_the_apps_checks_and_migrates(wheel, tmp_path):
     site = installed.make_site(wheel, tmp_path)
     env = installed.site_env(tmp_path, "127.0.0.1:1")
     where = subprocess.run(
-        [sys.executable, "-c", "import progress, webfarm; print(progress.__file__, webfarm.__file__)"],
+        [
+            sys.executable,
+            "-c",
+            "import importlib.util, progress, webfarm.djangotasks as t;"
+            "print(progress.__file__, t.__file__, importlib.util.find_spec('webfarm.settings'))",
+        ],
         cwd=site,
         env=env,
         capture_output=True,
@@ -52,7 +61,8 @@ def test_a_new_project_with_the_apps_checks_and_migrates(wheel, tmp_path):
     lib = tmp_path / "lib"
     assert where.stdout.split() == [
         str(lib / "progress" / "__init__.py"),
-        str(lib / "webfarm" / "__init__.py"),
+        str(lib / "webfarm" / "djangotasks" / "__init__.py"),
+        "None",
     ]
     installed.manage(site, env, "check")
     installed.manage(site, env, "migrate", "--no-input")
