@@ -6,10 +6,14 @@ and made from other processes (any node).
 tests/harness/django_tasks.py holds the tasks, written with @task."""
 
 import json
+import signal
+import time
 
 import pytest
+from celery.exceptions import SoftTimeLimitExceeded
 
 from tests.harness import processes
+from tests.harness.marks import one_broker
 
 pytestmark = pytest.mark.farm
 
@@ -119,3 +123,63 @@ def test_an_async_task_runs_too(farm):
     enqueued = _enqueue(farm, "tasks.add_later.enqueue(2, 3)")
     done = _until(farm, enqueued["id"], lambda r: r["status"] == "SUCCESSFUL", "the async task")
     assert done["value"] == 5
+
+
+@one_broker
+def test_a_task_over_its_time_limit_is_stopped_and_says_so(farm):
+    # A backend whose OPTIONS give its tasks 1 s: the limit travels with the task to the worker.
+    enqueued = _run(
+        farm,
+        """
+from webfarm.djangotasks.backend import CeleryBackend
+short = CeleryBackend("default", {"OPTIONS": {"TIME_LIMIT": 1}})
+with owned_by(get_user_model().objects.get(username="alice")):
+    show(short.enqueue(tasks.wait_until_cancelled, [], {}))
+""",
+    )
+    ended = _until(farm, enqueued["id"], lambda r: r["status"] == "FAILED", "the time limit")
+    (path, traceback), *_ = ended["errors"]
+    # Celery's SoftTimeLimitExceeded, which is billiard's class: the path names where it is defined.
+    assert path == f"{SoftTimeLimitExceeded.__module__}.{SoftTimeLimitExceeded.__qualname__}"
+    assert "context.save_metadata()" in traceback or "time.sleep(beats)" in traceback
+    assert ended["progress"]["state"] == "failed" and ended["metadata"]["beats"] > 3
+    kept = _run(
+        farm, f"from progress.api import Job; print(json.dumps(Job.objects.get(pk={enqueued['id']!r}).error))"
+    )
+    assert kept == "The job took longer than its time limit and was stopped."
+
+
+def test_a_task_whose_worker_is_killed_is_failed_as_lost_not_left_running(farm):
+    """SIGKILL the worker running a task: the reaper (a real celery beat)
+    ends it FAILED, naming JobLost, within the heartbeat bound; the metadata
+    it saved last is still there. A task is not run again on its own (it may
+    not be safe to): the caller enqueues it again if it is."""
+    beat = processes.celery_beat({**farm.env, "REAP_EVERY": "1"}, farm.dir, f"beat-tasks-{farm.broker}")
+    try:
+        enqueued = _enqueue(farm, "tasks.wait_until_cancelled.enqueue()")
+        running = _until(
+            farm,
+            enqueued["id"],
+            lambda r: r["status"] == "RUNNING" and r["metadata"].get("beats", 0) >= 3,
+            "the task to run",
+        )
+        other = processes.celery_worker(farm.env, farm.dir, f"worker-t-{farm.broker}")
+        farm.others.append(other)
+        farm.worker.stop(signal.SIGKILL)
+        farm.replace(farm.worker, other)
+        killed_at = time.monotonic()
+        lost = _until(farm, enqueued["id"], lambda r: r["status"] == "FAILED", "the task to be declared lost")
+        took = time.monotonic() - killed_at
+        # PROGRESS_HEARTBEAT_INTERVAL 2 s x 3 beats, a reaper every second, and slack.
+        assert lost["status"] == "FAILED" and took < 15, (lost, took)
+        (path, reason), *_ = lost["errors"]
+        assert path == "progress.exceptions.JobLost" and "worker running this job stopped" in reason
+        assert lost["progress"]["state"] == "lost"
+        assert lost["metadata"]["beats"] >= running["metadata"]["beats"]
+        assert lost["workers"] == running["workers"] and lost["attempts"] == 1
+        # The new worker takes tasks.
+        after = _enqueue(farm, "tasks.divide.enqueue(6, 3)")
+        done = _until(farm, after["id"], lambda r: r["status"] == "SUCCESSFUL", "a task after the kill")
+        assert done["value"] == 2.0
+    finally:
+        beat.stop()
