@@ -1,7 +1,8 @@
 """Django's Tasks API on three backends, same machine, same run, two
 worker processes each: ours (webfarm.djangotasks over the memcached
-broker), django-tasks-db (PostgreSQL and its db_worker) and
-django-tasks-fennel (Celery on Redis, results in Redis). For each: what an
+broker, then over Redis as the broker), django-tasks-db (PostgreSQL and
+its db_worker) and django-tasks-fennel (Celery on Redis, results in
+Redis). For each: what an
 enqueue() costs the caller, enqueue to start (p50, p99, one at a time),
 and tasks/s for a burst, every result read back with get_result(). Then,
 on ours, what progress costs a task: the same loop with each step reported
@@ -16,7 +17,12 @@ from pathlib import Path
 
 from tests.harness import processes
 
-NAMES = {"default": "ours (memcached)", "db": "django-tasks-db", "fennel": "fennel (Redis)"}
+NAMES = {
+    "default": "ours (memcached)",
+    "ours-redis": "ours (Redis broker)",
+    "db": "django-tasks-db",
+    "fennel": "fennel (Redis)",
+}
 
 
 def _client(env: dict, alias: str) -> dict[str, float]:
@@ -65,6 +71,13 @@ def run() -> dict[str, dict[str, float]]:
         results["default"] = _client(ours, "default")
         worker.stop()
 
+        # Ours again with Redis as the broker: what is the broker's, what the bookkeeping's.
+        ours_redis = {**ours, "CELERY_BROKER_URL": redis_url, "BENCH_SKIP_LOOP": "1"}
+        worker = processes.celery_worker(ours_redis, workdir, "worker-ours-redis", include="bench.task_defs")
+        started.append(worker)
+        results["ours-redis"] = _client(ours_redis, "default")
+        worker.stop()
+
         fennel = {
             **base,
             "CELERY_BROKER_URL": redis_url,
@@ -103,16 +116,16 @@ def run() -> dict[str, dict[str, float]]:
 def report(results: dict[str, dict[str, float]]) -> str:
     lines = [
         "django.tasks: a task that notes when it started, two worker processes per backend",
-        f"{'backend':18} {'enqueue ms':>10} {'p50 ms':>8} {'p99 ms':>8} {'tasks/s':>8}"
+        f"{'backend':20} {'enqueue ms':>10} {'p50 ms':>8} {'p99 ms':>8} {'tasks/s':>8}"
         "   (enqueue() to start)",
     ]
     for alias, r in results.items():
         lines.append(
-            f"{NAMES[alias]:18} {r['enqueue_ms']:10.2f} {r['p50_ms']:8.1f} {r['p99_ms']:8.1f}"
+            f"{NAMES[alias]:20} {r['enqueue_ms']:10.2f} {r['p50_ms']:8.1f} {r['p99_ms']:8.1f}"
             f" {r['tasks_per_s']:8.0f}"
         )
     ours = results["default"]
-    for alias in ("db", "fennel"):
+    for alias in ("ours-redis", "db", "fennel"):
         lines.append(
             f"ours / {NAMES[alias]}: tasks/s {ours['tasks_per_s'] / results[alias]['tasks_per_s']:.2f}, "
             f"p50 {ours['p50_ms'] / results[alias]['p50_ms']:.2f}"

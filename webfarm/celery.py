@@ -4,7 +4,8 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import beat_init, worker_init
+from celery.signals import beat_init, task_postrun, task_prerun, worker_init
+from django.db import close_old_connections
 from kombu.transport import TRANSPORT_ALIASES
 
 from webfarm.startup import refuse_to_start_misconfigured
@@ -19,6 +20,15 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webfarm.settings")
 app = Celery("webfarm")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@task_prerun.connect
+@task_postrun.connect
+def _database_as_for_a_request(**kwargs: Any) -> None:
+    # Celery keeps connections across tasks (CELERY_DB_REUSE_MAX): at each
+    # task's edges Django's rules for a request's apply, so a connection past
+    # CONN_MAX_AGE or broken is closed, and a kept one is checked at first use.
+    close_old_connections()
 
 
 @worker_init.connect

@@ -199,6 +199,12 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_WORKER_CONCURRENCY = env_int("CELERY_WORKER_CONCURRENCY", 2)
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Celery closes the database connections after every task unless this is set
+# (celery.fixups.django): a new PostgreSQL connection for each task was a third
+# of a short task's run. Kept, they are closed every 2 x this many tasks, and
+# webfarm/celery.py checks them at each task as Django does at each request
+# (CONN_MAX_AGE, conn_health_checks).
+CELERY_DB_REUSE_MAX = env_int("CELERY_DB_REUSE_MAX", 100)
 
 # The one drainer's file (beat's drain-sitelog) of what every node logs.
 ACTIVITY_LOG_FILE = env_str("ACTIVITY_LOG_FILE", str(BASE_DIR / "var" / "activity.log"))
