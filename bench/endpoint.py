@@ -1,10 +1,16 @@
-"""Progress endpoint under wrk, beside a bare view reading one memcached key.
+"""Progress polls under wrk, beside celery-progress 0.5's and a bare view.
 
-Both run in the same gunicorn, against the same memcached, in the same run:
-the ratio is what the endpoint's session, auth, ownership check, JSON and
-ETag cost over the floor. The job is kept running by a publisher process,
-as a worker keeps a report's record beating, so the record and the document
-the polls read are live, as on a farm.
+The baseline is celery-progress's endpoint as a team runs it: a
+`django-admin startproject` site (bench/celeryprogress) with its default
+middleware, results in Redis, a task halfway through. Ours run in the same
+gunicorn set-up, twice: with the poll gate (progress.pollgate, the site's
+default) and without it (PROGRESS_POLL_GATE=0: Django's whole chain). The
+bare view reading one memcached key through Django is issue 16's floor.
+
+The job is kept running by a publisher process, as a worker keeps a
+report's record beating, so the record and the document the polls read are
+live, as on a farm. The 304 rows poll a queued job, whose document does
+not change, with the ETag its last answer gave.
 """
 
 import json
@@ -16,6 +22,8 @@ import sys
 import tempfile
 import uuid
 from pathlib import Path
+
+import requests
 
 from tests.harness import processes
 
@@ -40,12 +48,49 @@ def _live_job(env: dict, workdir: Path, started: list) -> tuple[str, str, str]:
     published = json.loads(state.read_text())
     (job, token), session = published["jobs"][0], published["session"]
     copy = f"""
+from django.contrib.auth import get_user_model
 from webfarm.core.client import get_client
-from progress import store
+from progress import services, store
 get_client().set("bench:bare", store.read_public({job!r}, {token!r}))
+owner = get_user_model().objects.get(username="bench-farm")
+still = services.create_job(owner=owner, kind="sales-by-region", title="still", params={{}})
+print(still.id, still.read_token)
 """
-    processes.manage(env, "shell", "-c", copy)
-    return job, token, session
+    still = processes.manage(env, "shell", "-c", copy).split()
+    return job, token, session, still[-2], still[-1]
+
+
+def _baseline(workdir: Path, started: list) -> str:
+    """celery-progress's URL for a task halfway through, on a gunicorn of its own."""
+    redis, redis_url = processes.redis(workdir)
+    started.append(redis)
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "bench.celeryprogress.settings",
+        "DJANGO_SECRET_KEY": uuid.uuid4().hex,
+        "BENCH_SQLITE": str(workdir / "celeryprogress.sqlite3"),
+        "BENCH_REDIS_URL": redis_url,
+    }
+    processes.manage(env, "migrate", "--no-input", "-v", "0")
+    task_id = str(uuid.uuid4())
+    subprocess.run(
+        [sys.executable, "-m", "bench.celeryprogress.seed", task_id],
+        env=env,
+        cwd=processes.ROOT,
+        check=True,
+        timeout=60,
+    )
+    url = f"/celery-progress/{task_id}/"
+    web, base = processes.gunicorn(
+        env, workdir, "celery-progress", app="bench.celeryprogress.wsgi", ready_path=url, access_log=False
+    )
+    started.append(web)
+    return base + url
+
+
+def _etag(url: str, *headers: str) -> str:
+    sent = dict(header.split(": ", 1) for header in headers)
+    return requests.get(url, headers=sent, timeout=10).headers["ETag"]
 
 
 def _wrk(url: str, *headers: str) -> dict[str, float]:
@@ -90,20 +135,36 @@ def run() -> list[tuple[str, dict[str, float]]]:
             "LOG_LEVEL": "WARNING",
         }
         processes.manage(env, "migrate", "--no-input", "-v", "0")
-        job, token, session = _live_job(env, workdir, started)
-        web, base = processes.gunicorn(env, workdir, "bench-web")
+        job, token, session, still, still_token = _live_job(env, workdir, started)
+        celery_progress = _baseline(workdir, started)
+        web, base = processes.gunicorn(env, workdir, "bench-web", access_log=False)
         started.append(web)
+        plain, plain_base = processes.gunicorn(
+            {**env, "PROGRESS_POLL_GATE": "0"}, workdir, "bench-web-plain", access_log=False
+        )
+        started.append(plain)
         cookie = f"Cookie: sessionid={session}"
-        by_token = f"{base}/progress/{job}/{token}/"
+        by_token = f"/progress/{job}/{token}/"
+        still_token_url = f"{base}/progress/{still}/{still_token}/"
+        still_session_url = f"{base}/progress/{still}/"
         rows = [
+            ("celery-progress 0.5 (Redis)", (celery_progress,)),
             ("bare view, one memcached get", (f"{base}/bench/bare/",)),
+            # The read-token URL: as `make run` serves it (one get), and as
+            # nginx's fall-back after a miss (the record read, the document put back).
+            ("GET /progress/<job>/<token>/", (base + by_token,)),
+            ("  token, without the gate", (plain_base + by_token,)),
+            ("  as nginx's miss (republishes)", (base + by_token, "X-Progress-Missed: 1")),
             ("GET /progress/<job>/ (session)", (f"{base}/progress/{job}/", cookie)),
-            # The read-token URL through Django: as `make run` serves it (one get), and
-            # as nginx's fall-back after a miss (the record read, the document put back).
-            ("GET /progress/<job>/<token>/", (by_token,)),
-            ("  same, as nginx's miss (republishes)", (by_token, "X-Progress-Missed: 1")),
+            ("  session, without the gate", (f"{plain_base}/progress/{job}/", cookie)),
+            ("304, token", (still_token_url, f"If-None-Match: {_etag(still_token_url)}")),
+            (
+                "304, session",
+                (still_session_url, cookie, f"If-None-Match: {_etag(still_session_url, cookie)}"),
+            ),
         ]
-        _wrk(f"{base}/bench/bare/")  # warm up
+        for url in (celery_progress, f"{base}/bench/bare/", plain_base + by_token):
+            _wrk(url)  # warm up
         runs: dict[str, list[dict[str, float]]] = {name: [] for name, _ in rows}
         # Rounds, each row once per round: a run's 32 connections may land
         # unevenly on the 2 gunicorn processes, which halves a run's rate now
@@ -119,13 +180,20 @@ def _median(runs: list[dict[str, float]]) -> dict[str, float]:
 
 
 def report(results: list[tuple[str, dict[str, float]]]) -> str:
-    floor = results[0][1]["rps"]
+    baseline, floor = results[0][1]["rps"], results[1][1]["rps"]
     lines = [
-        f"Progress endpoint: wrk -t{THREADS} -c{CONNECTIONS} -d{DURATION}, "
-        "gunicorn 2 workers x 2 threads, one memcached, a job kept running (a write every 0.25 s); "
-        f"the median of {ROUNDS} interleaved rounds",
-        f"{'':34} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'vs bare':>8}",
+        f"Progress polls: wrk -t{THREADS} -c{CONNECTIONS} -d{DURATION}, "
+        "gunicorn 2 workers x 2 threads each site (no access log, gunicorn's default), one memcached, "
+        f"a job kept running (a write every 0.25 s); the median of {ROUNDS} interleaved rounds",
+        f"{'':34} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'vs c-p':>8} {'vs bare':>8}",
     ]
     for name, r in results:
-        lines.append(f"{name:34} {r['rps']:9.0f} {r['p50']:8.2f} {r['p99']:8.2f} {r['rps'] / floor:8.2f}")
+        lines.append(
+            f"{name:34} {r['rps']:9.0f} {r['p50']:8.2f} {r['p99']:8.2f} {r['rps'] / baseline:8.2f}"
+            f" {r['rps'] / floor:8.2f}"
+        )
     return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(report(run()))

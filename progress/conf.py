@@ -54,6 +54,14 @@ get_config = AppSettings(
         Setting("START_PAUSE", 0.001, "seconds of the first pause between those tries"),
         # When no running job's ETA says better.
         Setting("RETRY_AFTER", 5, "`Retry-After` of a refused start, in seconds"),
+        # What a poll costs is mostly Django's machinery around the view.
+        Setting(
+            "POLL_GATE",
+            True,
+            "answer progress polls before Django's middleware chain, with the same views and the "
+            "middleware a poll needs (progress.pollgate, where wsgi.py wraps the app in it); `False`: "
+            "Django answers them",
+        ),
         Setting(
             "KEEP_DAYS",
             30,

@@ -65,14 +65,14 @@ def job_record_by_token(*, job_id: str, token: str) -> JobRecord | None:
     return record
 
 
-def job_document_by_token(*, job_id: str, token: str) -> bytes | dict[str, Any] | None:
-    """What the read-token URL answers: the document published for nginx as
-    it is (one get), else the public document of the record as
-    job_record_by_token finds it; None for an unknown job or a wrong token."""
+def published_document(*, job_id: str, token: str) -> bytes | dict[str, Any] | None:
+    """What the read-token URL answers in one get: the document published
+    for nginx, as it is; None when none is published (or the ids are not
+    ours): then the record tells (job_record_by_token)."""
     if not (is_valid_job_id(job_id) and is_valid_read_token(token)):
         return None
     try:
-        document = store.read_public(job_id, token)
+        return store.read_public(job_id, token)
     except ProgressUnavailable:
         # memcached is away: asking it again for the record would only wait
         # again. The row tells an ended job's state.
@@ -80,10 +80,6 @@ def job_document_by_token(*, job_id: str, token: str) -> bytes | dict[str, Any] 
         if record is None or not record.is_final:
             raise
         return record.public() if compare_digest(record.read_token, token) else None
-    if document is not None:
-        return document
-    record = job_record_by_token(job_id=job_id, token=token)
-    return None if record is None else record.public()
 
 
 def job_rows(jobs: Iterable[Job]) -> list[tuple[Job, JobRecord]]:

@@ -398,8 +398,8 @@ def slots_renewer(lease: Lease) -> Callable[[], None]:
 
 
 def republished(record: JobRecord | None) -> JobRecord | None:
-    """A token poll reached Django because nginx found no document: put it
-    back, so the next polls take the fast path; `record` passes through."""
+    """A token poll found no document (nginx's, or the view's own get): put
+    it back, so the next polls take one get; `record` passes through."""
     if record is not None:
         store.republish(record)
     return record

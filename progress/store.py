@@ -309,9 +309,8 @@ def _document_body(key: str, raw: bytes) -> bytes | None:
 
 
 def republish(record: JobRecord) -> None:
-    """Put back a document a poll found missing (nginx fell back to Django):
-    one `add`, which never replaces the document a writer put there meanwhile.
-    Without nginx in front it is a cheap refusal."""
+    """Put back a document a poll found missing: one `add`, which never
+    replaces the document a writer put there meanwhile."""
     if not record.read_token:
         return
     key, document, expire = _public_document(record)

@@ -49,18 +49,21 @@ def progress_by_token(request: HttpRequest, job_id: str, token: str) -> HttpResp
     as on nginx's fast path, which answers this URL from memcached and falls
     back here when the document is not there (or the token is wrong).
 
-    Without nginx in front a poll is what nginx does: one get of the
-    published document, sent as it is. nginx marks its fall-backs
-    (X-Progress-Missed): then the record is read and the document published
-    again, so the next poll is served by nginx."""
-    if request.headers.get("X-Progress-Missed") == "1":
+    A poll is what nginx does: one get of the published document, sent as it
+    is. When none is published (nginx marks its fall-backs with
+    X-Progress-Missed; a queued or silent job's document lives a few
+    heartbeats), the record is read and its document published again, so the
+    next polls take one get."""
+    missed = request.headers.get("X-Progress-Missed") == "1"
 
-        def republish() -> dict[str, Any] | None:
-            record = services.republished(selectors.job_record_by_token(job_id=job_id, token=token))
-            return None if record is None else record.public()
+    def lookup() -> bytes | dict[str, Any] | None:
+        document = None if missed else selectors.published_document(job_id=job_id, token=token)
+        if document is not None:
+            return document
+        record = services.republished(selectors.job_record_by_token(job_id=job_id, token=token))
+        return None if record is None else record.public()
 
-        return _polled(request, republish)
-    return _polled(request, lambda: selectors.job_document_by_token(job_id=job_id, token=token))
+    return _polled(request, lookup)
 
 
 def _polled(request: HttpRequest, lookup: Callable[[], bytes | dict[str, Any] | None]) -> HttpResponse:

@@ -322,26 +322,37 @@ def celery_worker(
     return process
 
 
-def gunicorn(env: dict, log_dir: Path, name: str, *, port: int | None = None) -> tuple[Process, str]:
+def gunicorn(
+    env: dict,
+    log_dir: Path,
+    name: str,
+    *,
+    port: int | None = None,
+    app: str = "webfarm.wsgi",
+    ready_path: str = "/accounts/login/",
+    access_log: bool = True,
+) -> tuple[Process, str]:
+    """gunicorn -w 2 --threads 2 on a free port, started and answering;
+    `access_log`: a line per request in its log (benchmarks leave it out,
+    as gunicorn does by default)."""
     port = port or free_port()
     argv = [
         str(BIN / "gunicorn"),
-        "webfarm.wsgi",
+        app,
         "-b",
         f"127.0.0.1:{port}",
         "-w",
         "2",
         "--threads",
         "2",
-        "--access-logfile",
-        "-",
+        *(["--access-logfile", "-"] if access_log else []),
         "--graceful-timeout",
         "5",
     ]
     process = Process(name, argv, log_dir=log_dir, env=with_secret_key(env)).start()
     base = f"http://127.0.0.1:{port}"
     wait_for(
-        lambda: requests.get(f"{base}/accounts/login/", timeout=2).status_code == 200 or not process.alive(),
+        lambda: requests.get(f"{base}{ready_path}", timeout=2).status_code == 200 or not process.alive(),
         timeout=60,
         what=f"gunicorn {name}",
     )

@@ -168,12 +168,17 @@ def test_the_job_page_and_the_start_answer_use_the_token_url(alice_client, job):
     assert f'data-progress-url="/progress/{job.id}/{job.read_token}/"' in page.content.decode()
 
 
-def test_a_token_poll_publishes_the_document_again_only_when_nginx_missed_it(job):
-    get_client().delete(store.public_key(job.id, job.read_token))  # expired, or memcached restarted
-    assert Client().get(f"/progress/{job.id}/{job.read_token}/").status_code == 200
-    assert _document(job) is None  # no nginx in front: a poll only reads
+def test_a_token_poll_that_finds_no_document_publishes_it_again(job):
+    key = store.public_key(job.id, job.read_token)
+    get_client().delete(key)  # expired while the job was queued, or memcached restarted
+    polled = Client().get(f"/progress/{job.id}/{job.read_token}/")
+    assert polled.status_code == 200 and _document(job) == polled.json()  # the next poll takes one get
+    get_client().delete(key)
     missed = Client().get(f"/progress/{job.id}/{job.read_token}/", HTTP_X_PROGRESS_MISSED="1")
     assert missed.status_code == 200 and _document(job) == missed.json()  # nginx's next poll finds it
+    # A wrong token publishes nothing.
+    get_client().delete(key)
+    assert Client().get(f"/progress/{job.id}/{'A' * 22}/").status_code == 404 and _document(job) is None
 
 
 def test_a_token_poll_serves_the_published_document_as_it_is_less_its_seal(job):

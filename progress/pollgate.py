@@ -1,0 +1,184 @@
+"""Progress polls answered before Django's middleware chain.
+
+    # wsgi.py
+    application = PollGate(get_wsgi_application())
+
+A bar polls every second or two, and most of what a poll costs through
+Django is the machinery around the view: the whole middleware chain, the
+URL resolver, the handler's wrappers. The gate answers the two poll URLs
+itself (progress.views.progress_detail and progress_by_token, wherever the
+URLconf mounts them: it asks the resolver, once per path) and hands every
+other request to Django untouched.
+
+What a poll gets is what Django gives it, from Django's own code: the views
+run as they are, inside the project's own middleware (SecurityMiddleware's
+headers, the session and its user, X-Frame-Options, the request log), in
+the project's order, with request_started and request_finished sent. Only
+the middleware that does nothing for a GET of a poll is left out
+(SKIPPED_FOR_POLLS: no form, no message, no static file, no task started).
+A project whose MIDDLEWARE holds something the gate cannot run that way (a
+process_view or process_exception hook, async only) gets no gate: every
+request goes to Django, and the log says why, once.
+
+A view that raises, or an answer the gate cannot give (a HEAD, a streamed
+body), is handed to Django, which answers it as it always has.
+"""
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from functools import lru_cache
+from typing import Any
+
+from django.conf import settings
+from django.core import signals
+from django.core.handlers.wsgi import WSGIRequest, get_script_name
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+from django.http import HttpRequest, HttpResponse
+from django.urls import Resolver404, resolve, set_script_prefix
+from django.utils.log import log_response
+from django.utils.module_loading import import_string
+
+from progress import views
+from progress.conf import get_config
+
+logger = logging.getLogger(__name__)
+
+# Middleware that does nothing for a poll (a GET of JSON, no form, no static
+# file, no message shown, no task started, the URL already matched), so the
+# gate leaves it out. CommonMiddleware is run after all where its settings
+# make it refuse or redirect requests (DISALLOWED_USER_AGENTS, PREPEND_WWW).
+SKIPPED_FOR_POLLS = frozenset(
+    {
+        "django.middleware.common.CommonMiddleware",
+        "django.middleware.csrf.CsrfViewMiddleware",
+        "django.contrib.messages.middleware.MessageMiddleware",
+        "whitenoise.middleware.WhiteNoiseMiddleware",
+        "webfarm.djangotasks.owners.TaskOwnerMiddleware",
+    }
+)
+# What Django's handler calls besides the chain itself; the gate does not.
+UNRUN_HOOKS = ("process_view", "process_exception", "process_template_response")
+POLL_VIEWS = (views.progress_detail, views.progress_by_token)
+# No poll URL is longer (a job id and a token are 22 characters each).
+MAX_POLL_PATH = 200
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+Handler = Callable[[HttpRequest], HttpResponse]
+
+
+class PollGate:
+    def __init__(self, app: WSGIApp) -> None:
+        self.app = app
+        self._chain: Handler | None = None
+        self._built = False
+        self._lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if environ.get("REQUEST_METHOD") != "GET" or len(path) > MAX_POLL_PATH:
+            return self.app(environ, start_response)
+        poll = _poll_view(path)
+        chain = self._chain if self._built else self._build()
+        if poll is None or chain is None:
+            return self.app(environ, start_response)
+        return self._answer(environ, start_response, chain, poll)
+
+    def _answer(
+        self,
+        environ: dict[str, Any],
+        start_response: Callable[..., Any],
+        chain: Handler,
+        poll: tuple[Callable[..., HttpResponse], dict[str, Any]],
+    ) -> Iterable[bytes]:
+        set_script_prefix(get_script_name(environ))
+        signals.request_started.send(sender=type(self), environ=environ)
+        request = WSGIRequest(environ)
+        request._poll = poll  # type: ignore[attr-defined]
+        try:
+            response = chain(request)
+        except Exception:
+            # Django answers it as it answers any request (its 500, its log).
+            logger.debug("poll handed to Django after an exception", exc_info=True)
+            signals.request_finished.send(sender=type(self))
+            return self.app(environ, start_response)
+        if response.streaming:
+            response.close()
+            return self.app(environ, start_response)
+        if not response.has_header("Content-Length"):
+            # As CommonMiddleware does: the server need not chunk it.
+            response["Content-Length"] = str(len(response.content))
+        if response.status_code >= 400:
+            log_response("%s: %s", response.reason_phrase, request.path, response=response, request=request)
+        response._resource_closers.append(request.close)
+        # As WSGIHandler: closing the response sends request_finished.
+        response._handler_class = type(self)
+        headers = [
+            *response.items(),
+            *(("Set-Cookie", cookie.OutputString()) for cookie in response.cookies.values()),
+        ]
+        start_response(f"{response.status_code} {response.reason_phrase}", headers)
+        return response
+
+    def _build(self) -> Handler | None:
+        with self._lock:
+            if not self._built:
+                self._chain = poll_chain(settings.MIDDLEWARE) if get_config()["POLL_GATE"] else None
+                self._built = True
+        return self._chain
+
+
+def poll_chain(middleware: Iterable[str]) -> Handler | None:
+    """The project's middleware around the poll view, less SKIPPED_FOR_POLLS;
+    None if some middleware cannot run this way (then Django answers all)."""
+    skipped = set(SKIPPED_FOR_POLLS)
+    if settings.DISALLOWED_USER_AGENTS or settings.PREPEND_WWW:
+        skipped.discard("django.middleware.common.CommonMiddleware")
+    handler: Handler = _call_view
+    for path in reversed(list(middleware)):
+        if path in skipped:
+            continue
+        factory = import_string(path)
+        if not getattr(factory, "sync_capable", True):
+            logger.warning("poll gate off: %s cannot run synchronously; Django answers every poll", path)
+            return None
+        instance = factory(handler)
+        hooks = [
+            h
+            for h in ("process_view", "process_exception", "process_template_response")
+            if hasattr(instance, h)
+        ]
+        if hooks:
+            logger.warning(
+                "poll gate off: %s has %s, which the gate does not run; Django answers every poll",
+                path,
+                ", ".join(hooks),
+            )
+            return None
+        handler = instance
+    return handler
+
+
+def _call_view(request: HttpRequest) -> HttpResponse:
+    view, kwargs = request._poll  # type: ignore[attr-defined]
+    return view(request, **kwargs)
+
+
+@receiver(setting_changed)
+def _settings_changed(*, setting: str, **kwargs: object) -> None:
+    if setting == "ROOT_URLCONF":
+        _poll_view.cache_clear()
+
+
+# Paths repeat (a bar polls its own hundreds of times): bounded in entries,
+# and in their length (MAX_POLL_PATH).
+@lru_cache(maxsize=4096)
+def _poll_view(path: str) -> tuple[Callable[..., HttpResponse], dict[str, Any]] | None:
+    try:
+        match = resolve(path)
+    except (Resolver404, ValueError):
+        return None
+    if match.func not in POLL_VIEWS or match.args:
+        return None
+    return match.func, dict(match.kwargs)

@@ -1,0 +1,119 @@
+"""progress.pollgate on a real memcached, called as a WSGI server calls it:
+which requests it answers, which it hands to Django, and when it stands
+aside (tests/farm/test_poll_gate.py compares its answers with Django's
+through gunicorn)."""
+
+import io
+
+import pytest
+from django.core.wsgi import get_wsgi_application
+
+from progress import services
+from progress.pollgate import PollGate, poll_chain
+
+pytestmark = pytest.mark.django_db
+
+
+class Recorder:
+    """The Django app behind the gate, as far as the gate can tell: says when it is called."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.django = get_wsgi_application()
+
+    def __call__(self, environ, start_response):
+        self.calls.append(environ["PATH_INFO"])
+        return self.django(environ, start_response)
+
+
+def _get(gate: PollGate, path: str, method: str = "GET", **extra: str) -> tuple[str, dict, bytes]:
+    environ = {
+        "REQUEST_METHOD": method,
+        "PATH_INFO": path,
+        "SERVER_NAME": "127.0.0.1",
+        "SERVER_PORT": "80",
+        "HTTP_HOST": "127.0.0.1",
+        "REMOTE_ADDR": "127.0.0.1",
+        "wsgi.url_scheme": "http",
+        "wsgi.input": io.BytesIO(b""),
+        **extra,
+    }
+    seen = {}
+
+    def start_response(status, headers):
+        seen["status"], seen["headers"] = status, dict(headers)
+
+    body = b"".join(response := gate(environ, start_response))
+    response.close()
+    return seen["status"], seen["headers"], body
+
+
+@pytest.fixture
+def job(alice):
+    return services.create_job(owner=alice, kind="demo", title="Demo", params={})
+
+
+@pytest.fixture
+def gate():
+    recorder = Recorder()
+    return PollGate(recorder), recorder
+
+
+def test_a_token_poll_is_answered_by_the_gate_and_anything_else_by_django(gate, job):
+    gate, django = gate
+    status, headers, body = _get(gate, f"/progress/{job.id}/{job.read_token}/")
+    assert status == "200 OK" and b'"state":"queued"' in body and django.calls == []
+    assert headers["Content-Length"] == str(len(body)) and headers["X-Content-Type-Options"] == "nosniff"
+    # Not polls: a HEAD, a POST, the cancel URL, a page, a path too long to be one.
+    _get(gate, f"/progress/{job.id}/{job.read_token}/", method="HEAD")
+    _get(gate, f"/progress/{job.id}/cancel/", method="POST")
+    assert _get(gate, f"/progress/{job.id}/cancel/")[0].startswith("405")
+    _get(gate, "/accounts/login/")
+    _get(gate, "/progress/" + "x" * 300 + "/")
+    assert len(django.calls) == 5
+
+
+def test_hsts_is_sent_on_a_secure_poll_when_configured(gate, job, settings):
+    gate, django = gate
+    settings.SECURE_HSTS_SECONDS = 3600
+    url = f"/progress/{job.id}/{job.read_token}/"
+    assert "Strict-Transport-Security" not in _get(gate, url)[1]
+    secure = _get(gate, url, **{"wsgi.url_scheme": "https", "SERVER_PORT": "443"})[1]
+    assert secure["Strict-Transport-Security"] == "max-age=3600" and django.calls == []
+
+
+def test_a_poll_the_view_fails_on_is_handed_to_django(gate, job, monkeypatch):
+    gate, django = gate
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("progress.selectors.published_document", broken)
+    # Django answers it as it answers any view that raised: its 500, its log.
+    assert _get(gate, f"/progress/{job.id}/{job.read_token}/")[0].startswith("500")
+    assert django.calls == [f"/progress/{job.id}/{job.read_token}/"]
+
+
+def test_the_gate_stands_aside_when_switched_off(job, settings):
+    settings.PROGRESS = {**settings.PROGRESS, "POLL_GATE": False}
+    recorder = Recorder()
+    assert _get(PollGate(recorder), f"/progress/{job.id}/{job.read_token}/")[0] == "200 OK"
+    assert recorder.calls == [f"/progress/{job.id}/{job.read_token}/"]
+
+
+class WithAViewHook:
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        return self.get_response(request)
+
+    def process_view(self, request, view, args, kwargs):
+        return None
+
+
+def test_middleware_the_gate_cannot_run_as_django_does_turns_it_off(settings, caplog):
+    hooked = f"{__name__}.WithAViewHook"
+    assert poll_chain(settings.MIDDLEWARE) is not None
+    assert poll_chain([*settings.MIDDLEWARE, hooked]) is None
+    assert f"poll gate off: {hooked} has process_view" in caplog.text
