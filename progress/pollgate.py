@@ -22,6 +22,14 @@ request goes to Django, and the log says why, once.
 
 A view that raises, or an answer the gate cannot give (a HEAD, a streamed
 body), is handed to Django, which answers it as it always has.
+
+The token URL has a shorter lane still, for its common case: its document
+is published. Nothing of a session or a user is involved, so the lane sends
+the document (or a 304) with json_polled's headers and the headers the
+project's SecurityMiddleware and XFrameOptionsMiddleware add, worked out
+once by running them; the other middleware hears of the poll through its
+`poll_answered(path, status)`. Where a middleware in the chain has no such
+hook, the lane is closed and the chain above answers.
 """
 
 import logging
@@ -36,12 +44,14 @@ from django.core.handlers.wsgi import WSGIRequest, get_script_name
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
-from django.urls import Resolver404, resolve, set_script_prefix
+from django.urls import Resolver404, ResolverMatch, resolve, set_script_prefix
 from django.utils.log import log_response
 from django.utils.module_loading import import_string
 
-from progress import views
+from progress import selectors, views
 from progress.conf import get_config
+from webfarm.core.counters import count_soon
+from webfarm.core.http import json_polled
 
 logger = logging.getLogger(__name__)
 
@@ -72,6 +82,7 @@ class PollGate:
     def __init__(self, app: WSGIApp) -> None:
         self.app = app
         self._chain: Handler | None = None
+        self._lane: TokenLane | None = None
         self._built = False
         self._lock = threading.Lock()
 
@@ -83,6 +94,10 @@ class PollGate:
         chain = self._chain if self._built else self._build()
         if poll is None or chain is None:
             return self.app(environ, start_response)
+        if self._lane is not None and poll.func is views.progress_by_token:
+            answered = self._lane.answer(environ, start_response, path, poll.kwargs)
+            if answered is not None:
+                return answered
         return self._answer(environ, start_response, chain, poll)
 
     def _answer(
@@ -90,12 +105,13 @@ class PollGate:
         environ: dict[str, Any],
         start_response: Callable[..., Any],
         chain: Handler,
-        poll: tuple[Callable[..., HttpResponse], dict[str, Any]],
+        poll: ResolverMatch,
     ) -> Iterable[bytes]:
         set_script_prefix(get_script_name(environ))
         signals.request_started.send(sender=type(self), environ=environ)
         request = WSGIRequest(environ)
-        request._poll = poll  # type: ignore[attr-defined]
+        # As Django's handler sets it (the logs read it to hide the read token).
+        request.resolver_match = poll
         try:
             response = chain(request)
         except Exception:
@@ -124,9 +140,113 @@ class PollGate:
     def _build(self) -> Handler | None:
         with self._lock:
             if not self._built:
-                self._chain = poll_chain(settings.MIDDLEWARE) if get_config()["POLL_GATE"] else None
+                if get_config()["POLL_GATE"]:
+                    self._chain = poll_chain(settings.MIDDLEWARE)
+                    self._lane = token_lane(settings.MIDDLEWARE) if self._chain is not None else None
                 self._built = True
         return self._chain
+
+
+# What the lane knows these do to a poll's answer: headers (worked out once),
+# or nothing at all for a URL that reads no session.
+HEADERS_ONLY = (
+    "django.middleware.security.SecurityMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+)
+LAZY_ONLY = (
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+)
+
+
+# A poll with these goes the longer way: nginx's fall-back republishes, and
+# preconditions other than If-None-Match are Django's to answer (412).
+ASKED_ELSEWHERE = (
+    "HTTP_X_PROGRESS_MISSED",
+    "HTTP_IF_MATCH",
+    "HTTP_IF_UNMODIFIED_SINCE",
+    "HTTP_IF_MODIFIED_SINCE",
+)
+
+
+class _Asked:
+    """What json_polled and the header middleware read of a request."""
+
+    def __init__(self, environ: dict[str, Any], secure: bool) -> None:
+        self.META = environ
+        self.method = "GET"
+        self._secure = secure
+
+    def is_secure(self) -> bool:
+        return self._secure
+
+
+class TokenLane:
+    def __init__(self, headers: dict[bool, list[tuple[str, str]]], listeners: list[Any]) -> None:
+        self.headers = headers
+        self.listeners = listeners
+
+    def answer(
+        self, environ: dict[str, Any], start_response: Callable[..., Any], path: str, kwargs: dict[str, Any]
+    ) -> Iterable[bytes] | None:
+        """The answer when the job's document is published, else None."""
+        if any(environ.get(name) for name in ASKED_ELSEWHERE):
+            return None
+        try:
+            document = selectors.published_document(job_id=kwargs["job_id"], token=kwargs["token"])
+        except Exception:  # memcached away, or worse: the chain answers it as Django would
+            return None
+        if not isinstance(document, bytes):
+            return None
+        response = json_polled(_Asked(environ, False), document)
+        for name, value in self.headers[_is_secure(environ)]:
+            if not response.has_header(name):
+                response[name] = value
+        response["Content-Length"] = str(len(response.content))
+        count_soon("progress_polls")
+        for listener in self.listeners:
+            listener.poll_answered(path, response.status_code)
+        start_response(f"{response.status_code} {response.reason_phrase}", list(response.items()))
+        return [response.content]
+
+
+def token_lane(middleware: Iterable[str]) -> TokenLane | None:
+    """The lane for published token documents, or None if some middleware
+    in the chain could change such an answer in a way the lane does not know."""
+    listeners, header_middleware = [], []
+    for path in middleware:
+        if path in SKIPPED_FOR_POLLS or path in LAZY_ONLY:
+            continue
+        factory = import_string(path)
+        if path in HEADERS_ONLY:
+            header_middleware.append(factory(_no_view))
+        elif hasattr(factory, "poll_answered"):
+            listeners.append(factory(_no_view))
+        else:
+            return None
+    headers = {}
+    for secure in (False, True):
+        sample = HttpResponse(b"{}", content_type="application/json")
+        asked = _Asked({}, secure)
+        for instance in reversed(header_middleware):
+            sample = instance.process_response(asked, sample)
+        headers[secure] = [(k, v) for k, v in sample.items() if k not in ("Content-Type",)]
+    return TokenLane(headers, listeners)
+
+
+def _no_view(request: HttpRequest) -> HttpResponse:
+    raise AssertionError("the lane calls no view")
+
+
+def _is_secure(environ: dict[str, Any]) -> bool:
+    # As HttpRequest.is_secure(): the proxy's header where the project trusts one.
+    header = settings.SECURE_PROXY_SSL_HEADER
+    if header:
+        name, secure_value = header
+        value = environ.get(name)
+        if value is not None:
+            return value.split(",", 1)[0].strip() == secure_value
+    return environ.get("wsgi.url_scheme") == "https"
 
 
 def poll_chain(middleware: Iterable[str]) -> Handler | None:
@@ -161,8 +281,8 @@ def poll_chain(middleware: Iterable[str]) -> Handler | None:
 
 
 def _call_view(request: HttpRequest) -> HttpResponse:
-    view, kwargs = request._poll  # type: ignore[attr-defined]
-    return view(request, **kwargs)
+    match = request.resolver_match
+    return match.func(request, **match.kwargs)
 
 
 @receiver(setting_changed)
@@ -174,11 +294,11 @@ def _settings_changed(*, setting: str, **kwargs: object) -> None:
 # Paths repeat (a bar polls its own hundreds of times): bounded in entries,
 # and in their length (MAX_POLL_PATH).
 @lru_cache(maxsize=4096)
-def _poll_view(path: str) -> tuple[Callable[..., HttpResponse], dict[str, Any]] | None:
+def _poll_view(path: str) -> ResolverMatch | None:
     try:
         match = resolve(path)
     except (Resolver404, ValueError):
         return None
     if match.func not in POLL_VIEWS or match.args:
         return None
-    return match.func, dict(match.kwargs)
+    return match

@@ -43,8 +43,10 @@ def _get(gate: PollGate, path: str, method: str = "GET", **extra: str) -> tuple[
     def start_response(status, headers):
         seen["status"], seen["headers"] = status, dict(headers)
 
-    body = b"".join(response := gate(environ, start_response))
-    response.close()
+    response = gate(environ, start_response)
+    body = b"".join(response)
+    if hasattr(response, "close"):  # as a WSGI server does
+        response.close()
     return seen["status"], seen["headers"], body
 
 
@@ -71,6 +73,22 @@ def test_a_token_poll_is_answered_by_the_gate_and_anything_else_by_django(gate, 
     _get(gate, "/accounts/login/")
     _get(gate, "/progress/" + "x" * 300 + "/")
     assert len(django.calls) == 5
+
+
+def test_a_published_token_document_takes_the_lane_and_the_rest_the_chain(gate, job, monkeypatch):
+    """The lane sends no request_started (it opens nothing of Django's); the chain does."""
+    gate, django = gate
+    started = []
+    monkeypatch.setattr("django.core.signals.request_started.send", lambda *a, **k: started.append(1))
+    url = f"/progress/{job.id}/{job.read_token}/"
+    status, headers, _ = _get(gate, url)
+    assert status == "200 OK" and started == [] and headers["X-Frame-Options"] == "DENY"
+    assert _get(gate, url, HTTP_IF_NONE_MATCH=headers["ETag"])[0] == "304 Not Modified" and started == []
+    # nginx's fall-back, another precondition, the session URL: the chain.
+    assert _get(gate, url, HTTP_X_PROGRESS_MISSED="1")[0] == "200 OK" and len(started) == 1
+    assert _get(gate, url, HTTP_IF_MATCH='"other"')[0].startswith("412") and len(started) == 2
+    assert _get(gate, f"/progress/{job.id}/")[0].startswith("401") and len(started) == 3
+    assert django.calls == []
 
 
 def test_hsts_is_sent_on_a_secure_poll_when_configured(gate, job, settings):

@@ -18,7 +18,7 @@ from django.utils.functional import LazyObject, empty
 from webfarm.activity.conf import get_config
 from webfarm.activity.polling import area, is_poll
 from webfarm.core.counters import count_soon
-from webfarm.core.paths import loggable_path
+from webfarm.core.paths import hide_tokens, loggable_path
 from webfarm.core.responses import was_logged
 
 logger = logging.getLogger("activity")
@@ -44,9 +44,24 @@ class ActivityLogMiddleware:
             return response  # logged by the view as what it is (a refusal, with its reason)
         if status < 400 and is_poll(request.method, request.path):
             count_soon("requests_polled", area=area(request.path), status=str(status))
-            sample = get_config()["POLL_SAMPLE"]
-            if not sample or random.random() >= sample:
+            if not _sampled():
                 return response
+        self._log(request, status, start)
+        return response
+
+    def poll_answered(self, path: str, status: int) -> None:
+        """A poll answered without this middleware (progress.pollgate's lane,
+        which asks no session): counted, and logged if sampled, as __call__ would."""
+        count_soon("requests_polled", area=area(path), status=str(status))
+        if _sampled():
+            logger.info(
+                "GET %s %s",
+                hide_tokens(path),
+                status,
+                extra={"user": None, "method": "GET", "path": hide_tokens(path), "status": status},
+            )
+
+    def _log(self, request: HttpRequest, status: int, start: float) -> None:
         path = loggable_path(request)
         logger.info(
             "%s %s %s",
@@ -61,4 +76,8 @@ class ActivityLogMiddleware:
                 "duration_ms": round((time.perf_counter() - start) * 1000, 1),
             },
         )
-        return response
+
+
+def _sampled() -> bool:
+    sample = get_config()["POLL_SAMPLE"]
+    return bool(sample) and random.random() < sample
