@@ -32,6 +32,7 @@ once by running them; the other middleware hears of the poll through its
 hook, the lane is closed and the chain above answers.
 """
 
+import io
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -113,9 +114,10 @@ class PollGate:
         # As Django's handler sets it (the logs read it to hide the read token).
         request.resolver_match = poll
         try:
+            _checked_host(request)
             response = chain(request)
         except Exception:
-            # Django answers it as it answers any request (its 500, its log).
+            # Django answers it as it answers any request (its 400 or 500, its log).
             logger.debug("poll handed to Django after an exception", exc_info=True)
             signals.request_finished.send(sender=type(self))
             return self.app(environ, start_response)
@@ -169,22 +171,12 @@ ASKED_ELSEWHERE = (
 )
 
 
-class _Asked:
-    """What json_polled and the header middleware read of a request."""
-
-    def __init__(self, environ: dict[str, Any], secure: bool) -> None:
-        self.META = environ
-        self.method = "GET"
-        self._secure = secure
-
-    def is_secure(self) -> bool:
-        return self._secure
-
-
 class TokenLane:
     def __init__(self, headers: dict[bool, list[tuple[str, str]]], listeners: list[Any]) -> None:
         self.headers = headers
         self.listeners = listeners
+        # SecurityMiddleware redirects these before any view: the chain does.
+        self.https_only = bool(settings.SECURE_SSL_REDIRECT)
 
     def answer(
         self, environ: dict[str, Any], start_response: Callable[..., Any], path: str, kwargs: dict[str, Any]
@@ -192,14 +184,19 @@ class TokenLane:
         """The answer when the job's document is published, else None."""
         if any(environ.get(name) for name in ASKED_ELSEWHERE):
             return None
+        request = WSGIRequest(environ)
         try:
+            _checked_host(request)
+            secure = request.is_secure()
+            if self.https_only and not secure:
+                return None
             document = selectors.published_document(job_id=kwargs["job_id"], token=kwargs["token"])
-        except Exception:  # memcached away, or worse: the chain answers it as Django would
+        except Exception:  # a host not allowed, memcached away, or worse: the chain answers as Django would
             return None
         if not isinstance(document, bytes):
             return None
-        response = json_polled(_Asked(environ, False), document)
-        for name, value in self.headers[_is_secure(environ)]:
+        response = json_polled(request, document)
+        for name, value in self.headers[secure]:
             if not response.has_header(name):
                 response[name] = value
         response["Content-Length"] = str(len(response.content))
@@ -225,28 +222,23 @@ def token_lane(middleware: Iterable[str]) -> TokenLane | None:
         else:
             return None
     headers = {}
-    for secure in (False, True):
+    for scheme in ("http", "https"):
         sample = HttpResponse(b"{}", content_type="application/json")
-        asked = _Asked({}, secure)
+        asked = WSGIRequest({"REQUEST_METHOD": "GET", "wsgi.input": io.BytesIO(), "wsgi.url_scheme": scheme})
         for instance in reversed(header_middleware):
             sample = instance.process_response(asked, sample)
-        headers[secure] = [(k, v) for k, v in sample.items() if k not in ("Content-Type",)]
+        headers[asked.is_secure()] = [(k, v) for k, v in sample.items() if k != "Content-Type"]
     return TokenLane(headers, listeners)
+
+
+def _checked_host(request: HttpRequest) -> None:
+    """DisallowedHost for a Host not in ALLOWED_HOSTS, as Django's
+    CommonMiddleware raises it (Django then answers 400)."""
+    request.get_host()
 
 
 def _no_view(request: HttpRequest) -> HttpResponse:
     raise AssertionError("the lane calls no view")
-
-
-def _is_secure(environ: dict[str, Any]) -> bool:
-    # As HttpRequest.is_secure(): the proxy's header where the project trusts one.
-    header = settings.SECURE_PROXY_SSL_HEADER
-    if header:
-        name, secure_value = header
-        value = environ.get(name)
-        if value is not None:
-            return value.split(",", 1)[0].strip() == secure_value
-    return environ.get("wsgi.url_scheme") == "https"
 
 
 def poll_chain(middleware: Iterable[str]) -> Handler | None:
@@ -264,11 +256,7 @@ def poll_chain(middleware: Iterable[str]) -> Handler | None:
             logger.warning("poll gate off: %s cannot run synchronously; Django answers every poll", path)
             return None
         instance = factory(handler)
-        hooks = [
-            h
-            for h in ("process_view", "process_exception", "process_template_response")
-            if hasattr(instance, h)
-        ]
+        hooks = [h for h in UNRUN_HOOKS if hasattr(instance, h)]
         if hooks:
             logger.warning(
                 "poll gate off: %s has %s, which the gate does not run; Django answers every poll",

@@ -100,6 +100,23 @@ def test_hsts_is_sent_on_a_secure_poll_when_configured(gate, job, settings):
     assert secure["Strict-Transport-Security"] == "max-age=3600" and django.calls == []
 
 
+def test_a_host_django_refuses_is_refused_on_either_path(gate, job):
+    gate, django = gate
+    for url in (f"/progress/{job.id}/{job.read_token}/", f"/progress/{job.id}/"):
+        assert _get(gate, url, HTTP_HOST="evil.example")[0].startswith("400")
+    assert len(django.calls) == 2
+
+
+def test_with_ssl_redirect_a_plain_poll_is_redirected_as_django_does(gate, job, settings):
+    gate, django = gate
+    settings.SECURE_SSL_REDIRECT = True
+    url = f"/progress/{job.id}/{job.read_token}/"
+    status, headers, _ = _get(gate, url)
+    assert status.startswith("301") and headers["Location"] == f"https://127.0.0.1{url}"
+    assert _get(gate, url, **{"wsgi.url_scheme": "https", "SERVER_PORT": "443"})[0] == "200 OK"
+    assert django.calls == []
+
+
 def test_a_poll_the_view_fails_on_is_handed_to_django(gate, job, monkeypatch):
     gate, django = gate
 
