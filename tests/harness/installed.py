@@ -32,6 +32,12 @@ STATIC_ROOT = BASE_DIR / "static"
 LOGIN_REDIRECT_URL = "/"
 """
 
+# Appended to the wsgi.py startproject wrote: the polls answered before the middleware chain.
+WSGI = """
+from progress.pollgate import PollGate  # after the apps are loaded
+application = PollGate(application)
+"""
+
 CELERY = """
 import os
 
@@ -171,6 +177,8 @@ def make_site(wheel: Path, base: Path) -> Path:
     (site / "mysite" / "celery.py").write_text(CELERY)
     (site / "mysite" / "__init__.py").write_text("from .celery import app as celery_app\n")
     (site / "mysite" / "urls.py").write_text(URLS)
+    with (site / "mysite" / "wsgi.py").open("a") as wsgi:
+        wsgi.write(WSGI)
     shop = site / "shop"
     shop.mkdir()
     (shop / "__init__.py").write_text("")
