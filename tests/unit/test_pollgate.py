@@ -152,3 +152,14 @@ def test_middleware_the_gate_cannot_run_as_django_does_turns_it_off(settings, ca
     assert poll_chain(settings.MIDDLEWARE) is not None
     assert poll_chain([*settings.MIDDLEWARE, hooked]) is None
     assert f"poll gate off: {hooked} has process_view" in caplog.text
+
+
+def test_a_sampled_poll_on_the_lane_is_logged_without_its_token(gate, job, settings, caplog):
+    gate, django = gate
+    settings.ACTIVITY = {**settings.ACTIVITY, "POLL_SAMPLE": 1.0}
+    with caplog.at_level("INFO", logger="activity"):
+        assert _get(gate, f"/progress/{job.id}/{job.read_token}/")[0] == "200 OK"
+    assert django.calls == []
+    (record,) = [r for r in caplog.records if r.name == "activity"]
+    assert record.getMessage() == f"GET /progress/{job.id}/<token>/ 200"
+    assert job.read_token not in caplog.text
