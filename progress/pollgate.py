@@ -89,30 +89,37 @@ class PollGate:
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         path = environ.get("PATH_INFO", "")
-        if environ.get("REQUEST_METHOD") != "GET" or len(path) > MAX_POLL_PATH:
+        # Ids and tokens are ASCII: a path that is not is no poll of ours (and
+        # the server's raw path, bytes as latin-1, is not the one Django resolves).
+        if environ.get("REQUEST_METHOD") != "GET" or len(path) > MAX_POLL_PATH or not path.isascii():
             return self.app(environ, start_response)
         poll = _poll_view(path)
         chain = self._chain if self._built else self._build()
         if poll is None or chain is None:
             return self.app(environ, start_response)
+        try:
+            # On a copy: a WSGIRequest writes the decoded path into its environ,
+            # and Django must get the server's own if the gate hands it over.
+            request = WSGIRequest(dict(environ))
+        except Exception:
+            return self.app(environ, start_response)
+        # As Django's handler sets it (the logs read it to hide the read token).
+        request.resolver_match = poll
         if self._lane is not None and poll.func is views.progress_by_token:
-            answered = self._lane.answer(environ, start_response, path, poll.kwargs)
+            answered = self._lane.answer(request, start_response, path, poll.kwargs)
             if answered is not None:
                 return answered
-        return self._answer(environ, start_response, chain, poll)
+        return self._answer(environ, start_response, chain, request)
 
     def _answer(
         self,
         environ: dict[str, Any],
         start_response: Callable[..., Any],
         chain: Handler,
-        poll: ResolverMatch,
+        request: WSGIRequest,
     ) -> Iterable[bytes]:
         set_script_prefix(get_script_name(environ))
         signals.request_started.send(sender=type(self), environ=environ)
-        request = WSGIRequest(environ)
-        # As Django's handler sets it (the logs read it to hide the read token).
-        request.resolver_match = poll
         try:
             _checked_host(request)
             response = chain(request)
@@ -179,12 +186,11 @@ class TokenLane:
         self.https_only = bool(settings.SECURE_SSL_REDIRECT)
 
     def answer(
-        self, environ: dict[str, Any], start_response: Callable[..., Any], path: str, kwargs: dict[str, Any]
+        self, request: WSGIRequest, start_response: Callable[..., Any], path: str, kwargs: dict[str, Any]
     ) -> Iterable[bytes] | None:
         """The answer when the job's document is published, else None."""
-        if any(environ.get(name) for name in ASKED_ELSEWHERE):
+        if any(request.META.get(name) for name in ASKED_ELSEWHERE):
             return None
-        request = WSGIRequest(environ)
         try:
             _checked_host(request)
             secure = request.is_secure()

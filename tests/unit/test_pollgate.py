@@ -91,6 +91,17 @@ def test_a_published_token_document_takes_the_lane_and_the_rest_the_chain(gate, 
     assert django.calls == []
 
 
+@pytest.mark.parametrize("value", ["\U0001f4a5" * 11, "\u202e" + "a" * 21, "%00" * 8])
+def test_hostile_poll_paths_are_refused_as_django_refuses_them(gate, job, value):
+    """The server's PATH_INFO is the raw bytes as latin-1; a WSGIRequest writes
+    the decoded path back into its environ, which Django must never see."""
+    gate, _ = gate
+    raw = value.encode().decode("latin-1")
+    for path in (f"/progress/{job.id}/{raw}/", f"/progress/{raw}/{raw}/", f"/progress/{raw}/"):
+        status = _get(gate, path)[0]
+        assert status.startswith(("401", "404")), (path, status)
+
+
 def test_hsts_is_sent_on_a_secure_poll_when_configured(gate, job, settings):
     gate, django = gate
     settings.SECURE_HSTS_SECONDS = 3600
