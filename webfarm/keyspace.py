@@ -316,12 +316,12 @@ FAMILIES: tuple[Family, ...] = (
     ),
     Family(
         "cached session",
-        re.compile(r"dj:1:session:[0-9a-f]{40}"),
+        re.compile(r"session:[0-9a-f]{40}"),
         lambda: int(settings.SESSION_CACHE_TTL),
         "a copy of a database row: an active user costs one query per SESSION_CACHE_TTL",
-        writer="signed, dated and bound to its session; a planted, moved or ended one is read from the "
+        writer="sealed, dated and bound to its session; a planted, moved or ended one is read from the "
         "database",
-        refused_as="dj",  # Django's cache refuses a pickle first (webfarm.core.serde)
+        refused_as="session",
     ),
 )
 

@@ -63,7 +63,7 @@ def _shell(farm: Farm, code: str) -> str:
 
 
 def _values(farm: Farm, family: str) -> dict[str, tuple[bytes, int]]:
-    """Every value memcached holds under keys of `family` ("user:", "dj:1:session:"),
+    """Every value memcached holds under keys of `family` ("user:", "session:"),
     with its flags (Django's cache says with them what the bytes are)."""
     host, port = farm.address.rsplit(":", 1)
     values = {}
@@ -125,7 +125,7 @@ def test_a_session_written_back_after_logout_stays_logged_out(farm):
     alice = WebClient(farm.base).login("alice")
     assert alice.get("/jobs/").status_code == 200
     cookie = alice.session.cookies["sessionid"]
-    kept = _values(farm, "dj:1:session:")
+    kept = _values(farm, "session:")
     assert kept, "no cached session to keep"
     alice.post("/accounts/logout/")
     _write_back(farm, kept)

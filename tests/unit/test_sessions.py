@@ -7,13 +7,15 @@ import time
 import uuid
 
 import pytest
+from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core import signing
 from django.core.cache import caches
 from django.test import Client
 
 from tests.harness import keyspace
-from webfarm.core.sessions import VALUE_SALT, SessionStore
+from webfarm.core import seal
+from webfarm.core.client import get_client
+from webfarm.core.sessions import SessionStore
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +38,8 @@ def _login(username: str) -> tuple[Client, str]:
 
 
 def _cache_key(session_id: str) -> str:
-    return caches["default"].make_key(SessionStore()._key_for(session_id))
+    """The key memcached itself holds the session's copy under."""
+    return f"{settings.MEMCACHED['NAMESPACE']}:{SessionStore()._key_for(session_id)}"
 
 
 def test_memcached_holds_no_session_id_and_only_a_signed_short_lived_copy(
@@ -49,11 +52,11 @@ def test_memcached_holds_no_session_id_and_only_a_signed_short_lived_copy(
     assert len(sessions) == 1
     assert not any(session_id in item.key for item in ours)
     assert 0 < sessions[0].ttl() <= settings.SESSION_CACHE_TTL + keyspace.CLOCK_SLACK
-    raw = caches["default"].get(SessionStore()._key_for(session_id))
-    # Signed and bound to this session: no other salt (session) opens it.
-    assert signing.loads(raw, salt=VALUE_SALT + session_id)["data"]["_auth_user_id"]
-    with pytest.raises(signing.BadSignature):
-        signing.loads(raw, salt=VALUE_SALT + "b" * 32)
+    key = SessionStore()._key_for(session_id)
+    raw = get_client().get(key)
+    # Sealed and bound to this session's key: under no other key does it open.
+    assert b'"_auth_user_id"' in seal.unseal("session", key, raw)
+    assert seal.unseal("probe", SessionStore()._key_for("b" * 32), raw) is None
 
 
 def test_a_pickle_planted_for_a_session_runs_nothing(memcached_server, tmp_path, caplog):
@@ -76,10 +79,10 @@ def test_a_signed_value_moved_to_another_session_is_refused(memcached_server):
     alice, alice_id = _login("alice")
     bob, bob_id = _login("bob")
     assert bob.get("/jobs/").status_code == 200
-    cache = caches["default"]
-    bobs_value = cache.get(SessionStore()._key_for(bob_id))
+    client = get_client()
+    bobs_value = client.get(SessionStore()._key_for(bob_id))
     assert bobs_value
-    cache.set(SessionStore()._key_for(alice_id), bobs_value)
+    client.set(SessionStore()._key_for(alice_id), bobs_value, expire=300)
     page = alice.get("/jobs/")
     assert page.status_code == 200
     assert b"alice" in page.content and b"bob" not in page.content
@@ -107,9 +110,9 @@ def test_a_session_id_django_could_not_have_made_is_no_session(cookie, django_as
 
 def test_logout_removes_the_cached_copy(memcached_server, progress_on_real_memcached):
     client, session_id = _login("alice")
-    assert caches["default"].get(SessionStore()._key_for(session_id)) is not None
+    assert get_client().get(SessionStore()._key_for(session_id)) is not None
     client.post("/accounts/logout/")
-    assert caches["default"].get(SessionStore()._key_for(session_id)) is None
+    assert get_client().get(SessionStore()._key_for(session_id)) is None
     assert client.get("/jobs/").status_code == 302
 
 
@@ -119,24 +122,22 @@ def test_a_copy_written_back_after_logout_is_refused(memcached_server, progress_
     client, session_id = _login("alice")
     assert client.get("/jobs/").status_code == 200
     key = SessionStore()._key_for(session_id)
-    kept = caches["default"].get(key)
+    kept = get_client().get(key)
     client.post("/accounts/logout/")
-    caches["default"].set(key, kept, 300)
+    get_client().set(key, kept, expire=300)
     replayed = Client()
     replayed.cookies["sessionid"] = session_id
     response = replayed.get("/jobs/")
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]
 
 
-def test_a_copy_older_than_the_cache_lifetime_is_refused(memcached_server, settings, monkeypatch):
+def test_a_copy_older_than_the_cache_lifetime_is_refused(memcached_server, settings):
     client, session_id = _login("alice")
     key = SessionStore()._key_for(session_id)
     data = SessionStore(session_id).load()
     then = time.time() - settings.SESSION_CACHE_TTL - 10
-    # Signed more than SESSION_CACHE_TTL ago, written back with a fresh expiry.
-    monkeypatch.setattr(signing.time, "time", lambda: then)
-    old = SessionStore(session_id)._to_cache_value(data, session_id, made=then)
-    monkeypatch.undo()
-    caches["default"].set(key, old, 300)
-    assert SessionStore(session_id)._from_cache(key, session_id) is None
+    # Sealed more than SESSION_CACHE_TTL ago, written back with a fresh expiry.
+    SessionStore(session_id)._to_cache(key, data, settings.SESSION_CACHE_TTL, made=then)
+    get_client().set(key, get_client().get(key), expire=300)
+    assert SessionStore(session_id).cached_data() is None
     assert client.get("/jobs/").status_code == 200  # the database still has the session

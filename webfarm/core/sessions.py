@@ -7,18 +7,24 @@ in as anyone, or plant data for a session. Here:
 
 * the key is an HMAC of the session id (keyed by SECRET_KEY): the ids never
   reach memcached, and the key of a given id cannot be made without the secret;
-* the value is signed, bound to the session id, and JSON: a planted or moved
-  value fails the check and the session is read from the database instead;
+* the value is sealed (webfarm.core.seal: a MAC over the key, its times and
+  its JSON), so it is bound to its session: a planted or moved value fails
+  the check and the session is read from the database instead;
 * a cached copy lives SESSION_CACHE_TTL seconds at most, not the session's
   two weeks: an active user costs one query per period, and logins do not pin
-  memory in a memcached that runs with -M. The signature dates it, so an old
-  copy written back is refused once that time is over, and an ended session
-  (a logout, a new key at login) is revoked (webfarm.core.revocations): a copy made
-  before the end is refused on every node within a second;
+  memory in a memcached that runs with -M. The seal dates it, so an old copy
+  written back is refused once its lifetime is over, and an ended session (a
+  logout, a new key at login) is revoked (webfarm.core.revocations): a copy
+  made before the end is refused on every node within a second;
 * a session id that Django could not have made (wrong length or alphabet, a
   NUL byte) is no session: it reaches neither memcached nor the database.
+
+The copy is read and written with the farm's own client (webfarm.core.client),
+not Django's cache: one round trip at the client's cost, and the same key
+family as the farm's other sealed copies (`<namespace>:session:<HMAC>`).
 """
 
+import json
 import logging
 import string
 import time
@@ -27,37 +33,44 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY
-from django.contrib.sessions.backends import cached_db
-from django.core import signing
+from django.contrib.sessions.backends import db
 from django.utils.crypto import salted_hmac
+from pymemcache.exceptions import MemcacheError
 
+from webfarm.core.client import get_client
 from webfarm.core.revocations import revoke, superseded
-from webfarm.core.seal import CLOCK_SLACK
+from webfarm.core.seal import seal, unseal_stamped
 from webfarm.core.tampering import refused
 
 logger = logging.getLogger(__name__)
 
 KEY_SALT = "webfarm.core.sessions.cache-key"
-VALUE_SALT = "webfarm.core.sessions.cache-value:"
 SESSION_KEY_LENGTH = 32  # what SessionBase._get_new_session_key makes
 # Sessions made before users were cached (webfarm.core.users) name Django's backend.
 MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
 CACHED_BACKEND = "webfarm.core.users.CachedUserBackend"
 _ALPHABET = frozenset(string.ascii_lowercase + string.digits)
+_UNREACHABLE = (MemcacheError, OSError)
+_UNREAD = object()
 
 
 def cache_ttl(expiry_age: int) -> int:
     return max(1, min(int(expiry_age), int(settings.SESSION_CACHE_TTL)))
 
 
-class SessionStore(cached_db.SessionStore):
+class SessionStore(db.SessionStore):
     cache_key_prefix = "session:"
 
     def _validate_session_key(self, key: object) -> bool:
         return isinstance(key, str) and len(key) == SESSION_KEY_LENGTH and all(c in _ALPHABET for c in key)
 
     def _key_for(self, session_key: str) -> str:
-        return self.cache_key_prefix + salted_hmac(KEY_SALT, session_key, algorithm="sha256").hexdigest()[:40]
+        # Kept for the instance's own key: a poll asks for it twice.
+        known = self.__dict__.get("_copy_key")
+        if known is None or known[0] != session_key:
+            digest = salted_hmac(KEY_SALT, session_key, algorithm="sha256").hexdigest()[:40]
+            known = self._copy_key = (session_key, self.cache_key_prefix + digest)
+        return known[1]
 
     @property
     def cache_key(self) -> str:
@@ -68,68 +81,67 @@ class SessionStore(cached_db.SessionStore):
 
     # -- reading and writing the cached copy ------------------------------------
 
-    def _from_cache(self, key: str, session_key: str) -> dict[str, Any] | None:
+    def _from_cache(self, key: str) -> dict[str, Any] | None:
         try:
-            raw = self._cache.get(key)
-        except Exception:
+            raw = get_client().get(key)
+        except _UNREACHABLE:
             return None
-        if raw is None:
-            return None
-        try:
-            if not isinstance(raw, str):
-                raise signing.BadSignature("not a signed string")
-            copy = signing.loads(
-                raw,
-                salt=VALUE_SALT + session_key,
-                serializer=self.serializer,
-                max_age=int(settings.SESSION_CACHE_TTL) + CLOCK_SLACK,
-            )
-            if not (isinstance(copy, dict) and isinstance(copy.get("data"), dict)):
-                raise signing.BadSignature("not a session")
-            made = copy.get("made")
-            if not isinstance(made, int | float) or superseded(key, made):
-                raise signing.BadSignature("superseded: the session ended since")
-        except signing.BadSignature as exc:  # SignatureExpired too: an old copy written back
-            refused("session", key, str(exc) or "bad signature")
-            return None
-        return copy["data"]
+        return self._unsealed(key, raw)
 
-    def _to_cache_value(self, data: dict[str, Any], session_key: str, made: float | None = None) -> str:
-        copy = {"made": time.time() if made is None else made, "data": data}
-        return signing.dumps(copy, salt=VALUE_SALT + session_key, serializer=self.serializer)
+    def _unsealed(self, key: str, raw: bytes | None) -> dict[str, Any] | None:
+        found = unseal_stamped("session", key, raw)
+        if found is None:
+            return None
+        if superseded(key, found.made):
+            refused("session", key, "superseded: the session ended since")
+            return None
+        try:
+            data = json.loads(found.value)
+        except (ValueError, RecursionError):
+            data = None
+        if not isinstance(data, dict):
+            refused("session", key, "not a session")
+            return None
+        return data
+
+    def _to_cache(self, key: str, data: dict[str, Any], ttl: int, made: float | None = None) -> None:
+        value = seal(key, json.dumps(data, separators=(",", ":")).encode(), ttl=ttl, made=made)
+        try:
+            get_client().set(key, value, expire=ttl)
+        except _UNREACHABLE:
+            logger.warning("session not cached (memcached unreachable?)", exc_info=True)
+
+    def cached_data(self, raw: object = _UNREAD) -> dict[str, Any] | None:
+        """The session's data from memcached alone, or None when only the
+        database can tell (no copy, a refused one, no valid session key).
+        `raw`: the value under cache_key, if the caller read it already."""
+        session_key = self.session_key  # None unless _validate_session_key passed
+        if session_key is None:
+            return None
+        key = self._key_for(session_key)
+        data = self._from_cache(key) if raw is _UNREAD else self._unsealed(key, raw)
+        return None if data is None else _upgraded(data)
 
     def load(self) -> dict[str, Any]:
         session_key = self._get_or_create_session_key()
         key = self._key_for(session_key)
-        data = self._from_cache(key, session_key)
+        data = self._from_cache(key)
         if data is None:
             made = time.time()  # before the read: a logout committed meanwhile supersedes this copy
             row = self._get_session_from_db()
             if row is None:
                 return {}
             data = self.decode(row.session_data)
-            try:
-                ttl = cache_ttl(self.get_expiry_age(expiry=row.expire_date))
-                self._cache.set(key, self._to_cache_value(data, session_key, made), ttl)
-            except Exception:
-                logger.warning("session not cached (memcached unreachable?)", exc_info=True)
+            self._to_cache(key, data, cache_ttl(self.get_expiry_age(expiry=row.expire_date)), made)
         return _upgraded(data)
 
     async def aload(self) -> dict[str, Any]:
         return await sync_to_async(self.load)()
 
     def save(self, must_create: bool = False) -> None:
-        # The database first (DBStore.save), then the signed copy.
-        super(cached_db.SessionStore, self).save(must_create)
-        try:
-            session_key = self.session_key
-            self._cache.set(
-                self._key_for(session_key),
-                self._to_cache_value(self._session, session_key),
-                cache_ttl(self.get_expiry_age()),
-            )
-        except Exception:
-            logger.warning("session not cached (memcached unreachable?)", exc_info=True)
+        # The database first, then the sealed copy.
+        super().save(must_create)
+        self._to_cache(self._key_for(self.session_key), self._session, cache_ttl(self.get_expiry_age()))
 
     async def asave(self, must_create: bool = False) -> None:
         await sync_to_async(self.save)(must_create)
@@ -137,15 +149,18 @@ class SessionStore(cached_db.SessionStore):
     def exists(self, session_key: str) -> bool:
         if not self._validate_session_key(session_key):
             return False
-        return self._key_for(session_key) in self._cache or super(cached_db.SessionStore, self).exists(
-            session_key
-        )
+        try:
+            if get_client().get(self._key_for(session_key)) is not None:
+                return True
+        except _UNREACHABLE:
+            pass
+        return super().exists(session_key)
 
     async def aexists(self, session_key: str) -> bool:
         return await sync_to_async(self.exists)(session_key)
 
     def delete(self, session_key: str | None = None) -> None:
-        super(cached_db.SessionStore, self).delete(session_key)
+        super().delete(session_key)
         if session_key is None:
             if self.session_key is None:
                 return
@@ -153,7 +168,10 @@ class SessionStore(cached_db.SessionStore):
         if self._validate_session_key(session_key):
             key = self._key_for(session_key)
             revoke(key, lasts=int(settings.SESSION_CACHE_TTL))
-            self._cache.delete(key)
+            try:
+                get_client().delete(key)
+            except _UNREACHABLE:
+                logger.warning("cached session not dropped (revoked all the same)", exc_info=True)
 
     async def adelete(self, session_key: str | None = None) -> None:
         await sync_to_async(self.delete)(session_key)
