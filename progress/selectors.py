@@ -54,6 +54,21 @@ def job_record(
     return record
 
 
+def cached_job_record(*, job_id: str, owner_id: int | None, raw: bytes | None) -> JobRecord | None:
+    """job_record's answer when `raw` (the record's value, read from
+    memcached) settles it alone: the record is there, the caller's, and not a
+    running job gone silent. None when job_record must look further (the
+    database, or a 404 it gives)."""
+    if raw is None or not is_valid_job_id(job_id):
+        return None
+    record = store.read(job_id, raw=raw)
+    if record is None or (owner_id is not None and record.owner != owner_id):
+        return None
+    if not record.is_final and _stale(record):
+        return None
+    return record
+
+
 def job_record_by_token(*, job_id: str, token: str) -> JobRecord | None:
     """The job's record for whoever holds its read token, or None (unknown
     job, wrong token)."""

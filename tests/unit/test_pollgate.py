@@ -6,10 +6,13 @@ through gunicorn)."""
 import io
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.wsgi import get_wsgi_application
+from django.test import Client
 
 from progress import services
-from progress.pollgate import PollGate, poll_chain
+from progress.pollgate import PollGate
+from progress.pollgate.chain import poll_chain
 
 pytestmark = pytest.mark.django_db
 
@@ -174,3 +177,133 @@ def test_a_sampled_poll_on_the_lane_is_logged_without_its_token(gate, job, setti
     (record,) = [r for r in caplog.records if r.name == "activity"]
     assert record.getMessage() == f"GET /progress/{job.id}/<token>/ 200"
     assert job.read_token not in caplog.text
+
+
+def _session_of(user) -> str:
+    """A cookie of the user's, after a page that cached their user (as a job's
+    page does before its bar polls)."""
+    client = Client()
+    client.force_login(user)
+    assert client.get("/jobs/").status_code == 200
+    return f"sessionid={client.cookies['sessionid'].value}"
+
+
+@pytest.fixture
+def started(monkeypatch):
+    """request_started's sends: the chain sends one a poll, the lanes none."""
+    sent = []
+    monkeypatch.setattr("django.core.signals.request_started.send", lambda *a, **k: sent.append(1))
+    return sent
+
+
+def test_the_owners_session_poll_takes_the_lane_with_djangos_headers(gate, job, alice, started):
+    gate, django = gate
+    cookie = _session_of(alice)
+    started.clear()
+    status, headers, body = _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=cookie)
+    assert status == "200 OK" and b'"state":"queued"' in body and started == []
+    assert headers["Vary"] == "Cookie" and headers["X-Frame-Options"] == "DENY"
+    assert headers["Cache-Control"] == "no-store" and "Set-Cookie" not in headers
+    again = _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=cookie, HTTP_IF_NONE_MATCH=headers["ETag"])
+    assert again[0] == "304 Not Modified" and again[1]["Vary"] == "Cookie" and started == []
+    assert django.calls == []
+
+
+def test_a_session_poll_of_someone_elses_job_is_the_chains_404_and_staff_see_it(gate, job, started):
+    gate, django = gate
+    users = get_user_model().objects
+    bob, staff = users.create_user("bob", password="x"), users.create_user("sam", password="x", is_staff=True)
+    bobs, staffs = _session_of(bob), _session_of(staff)
+    started.clear()
+    assert _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=bobs)[0].startswith("404")
+    assert len(started) == 1
+    assert _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=staffs)[0] == "200 OK"
+    assert len(started) == 1 and django.calls == []
+
+
+def test_a_password_change_or_a_deactivation_logs_the_session_out_on_the_lane_too(gate, job, alice, started):
+    """Django's get_user refuses a session whose hash no longer matches and
+    flushes it; an inactive user is no user: the lane hands both to the chain."""
+    gate, _ = gate
+    url = f"/progress/{job.id}/"
+    cookie = _session_of(alice)
+    started.clear()
+    assert _get(gate, url, HTTP_COOKIE=cookie)[0] == "200 OK" and started == []
+    alice.set_password("changed")
+    alice.save()
+    assert _get(gate, url, HTTP_COOKIE=cookie)[0].startswith("401") and len(started) == 1
+    assert _get(gate, url, HTTP_COOKIE=cookie)[0].startswith("401")  # flushed: no session any more
+    cookie = _session_of(alice)
+    started.clear()
+    assert _get(gate, url, HTTP_COOKIE=cookie)[0] == "200 OK"
+    alice.is_active = False
+    alice.save()
+    assert _get(gate, url, HTTP_COOKIE=cookie)[0].startswith("401")
+
+
+def test_a_logged_out_session_is_refused(gate, job, alice, started):
+    gate, _ = gate
+    client = Client()
+    client.force_login(alice)
+    client.get("/jobs/")
+    cookie = f"sessionid={client.cookies['sessionid'].value}"
+    started.clear()
+    assert _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=cookie)[0] == "200 OK" and started == []
+    client.post("/accounts/logout/")
+    assert _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=cookie)[0].startswith("401")
+
+
+@pytest.mark.parametrize(
+    "setting, value",
+    [
+        ("SESSION_SAVE_EVERY_REQUEST", True),
+        ("AUTHENTICATION_BACKENDS", ["django.contrib.auth.backends.ModelBackend"]),
+        ("SESSION_ENGINE", "django.contrib.sessions.backends.db"),
+    ],
+)
+def test_sessions_the_lane_cannot_read_as_django_does_go_the_chain(
+    job, alice, settings, started, setting, value
+):
+    setattr(settings, setting, value)
+    gate = PollGate(Recorder())
+    cookie = _session_of(alice)
+    started.clear()
+    status, headers, _ = _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=cookie)
+    assert status == "200 OK" and len(started) == 1
+    if setting == "SESSION_SAVE_EVERY_REQUEST":
+        assert "sessionid=" in headers["Set-Cookie"]
+
+
+def test_a_sampled_session_poll_on_the_lane_is_logged_with_its_user(
+    gate, job, alice, settings, caplog, started
+):
+    gate, _ = gate
+    settings.ACTIVITY = {**settings.ACTIVITY, "POLL_SAMPLE": 1.0}
+    cookie = _session_of(alice)
+    started.clear()
+    with caplog.at_level("INFO", logger="activity"):
+        assert _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=cookie)[0] == "200 OK"
+    (record,) = [r for r in caplog.records if r.name == "activity" and "/progress/" in r.getMessage()]
+    assert record.user == "alice" and started == []
+
+
+def test_whose_session_it_is_is_only_a_guess_the_session_decides(gate, job, alice, started, monkeypatch):
+    """The lane remembers each session's user to read the user's key in the
+    same round trip; a wrong memory (another user's id) changes nothing: the
+    session's own value names the user. The memory is bounded."""
+    gate, _ = gate
+    bob = get_user_model().objects.create_user("bob", password="x")
+    bobs_job = services.create_job(owner=bob, kind="demo", title="Bob's", params={})
+    cookie = _session_of(alice)
+    started.clear()
+    assert _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=cookie)[0] == "200 OK" and started == []
+    lanes = gate._lanes
+    (copy_key,) = lanes.user_of
+    lanes.user_of[copy_key] = str(bob.pk)
+    assert _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=cookie)[0] == "200 OK" and started == []
+    assert _get(gate, f"/progress/{bobs_job.id}/", HTTP_COOKIE=cookie)[0].startswith("404")
+    assert lanes.user_of[copy_key] == str(alice.pk)
+    monkeypatch.setattr("progress.pollgate.lanes.MAX_SESSIONS_KNOWN", 2)
+    for _ in range(3):
+        _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=_session_of(alice))
+        assert len(lanes.user_of) <= 2

@@ -49,16 +49,17 @@ class ActivityLogMiddleware:
         self._log(request, status, start)
         return response
 
-    def poll_answered(self, path: str, status: int) -> None:
-        """A poll answered without this middleware (progress.pollgate's lane,
-        which asks no session): counted, and logged if sampled, as __call__ would."""
+    def poll_answered(self, path: str, status: int, username: str | None = None) -> None:
+        """A poll answered without this middleware (progress.pollgate's
+        lanes; `username`: the signed-in user the session lane found):
+        counted, and logged if sampled, as __call__ would."""
         count_soon("requests_polled", area=area(path), status=str(status))
         if _sampled():
             logger.info(
                 "GET %s %s",
                 hide_tokens(path),
                 status,
-                extra={"user": None, "method": "GET", "path": hide_tokens(path), "status": status},
+                extra={"user": username, "method": "GET", "path": hide_tokens(path), "status": status},
             )
 
     def _log(self, request: HttpRequest, status: int, start: float) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.utils.cache import get_conditional_response
+from django.utils.http import parse_etags
 from django.views.decorators.csrf import csrf_exempt
 
 View = Callable[..., HttpResponse]
@@ -32,12 +33,27 @@ def json_error(status: int, message: str, *, retry_after: int | None = None) -> 
     return response
 
 
+def polled_body(document: object) -> tuple[bytes, str]:
+    """A polled document's body and ETag. `document` may be JSON already
+    (bytes), sent as it is."""
+    body = document if isinstance(document, bytes) else json.dumps(document, separators=(",", ":")).encode()
+    return body, f'"{hashlib.blake2b(body, digest_size=12).hexdigest()}"'
+
+
+def unchanged(if_none_match: str | None, etag: str) -> bool:
+    """Whether a GET with this If-None-Match gets a 304, as Django's
+    get_conditional_response judges it (a weak comparison; `*` matches)."""
+    if not if_none_match:
+        return False
+    etags = parse_etags(if_none_match)
+    return etags == ["*"] or etag.strip("W/") in (e.strip("W/") for e in etags)
+
+
 def json_polled(request: HttpRequest, document: object) -> HttpResponse:
     """A JSON document that clients poll: an ETag (304 when unchanged) and
     no-store, since a cached copy would freeze whatever shows it. `document`
     may be JSON already (bytes), sent as it is."""
-    body = document if isinstance(document, bytes) else json.dumps(document, separators=(",", ":")).encode()
-    etag = f'"{hashlib.blake2b(body, digest_size=12).hexdigest()}"'
+    body, etag = polled_body(document)
     response = get_conditional_response(request, etag=etag) or HttpResponse(
         body, content_type="application/json"
     )

@@ -20,6 +20,8 @@ DJANGO_SECRET_KEY never reads entries sealed with the old one.
 
 `user_with(request, keys)` reads the request's user and other keys in one
 round trip after the session's: a poll with a session costs two.
+progress.pollgate's session lane reads the session, the user and the record
+in one (snapshot_fields: no database, no model instance).
 """
 
 import contextvars
@@ -70,8 +72,10 @@ def _snapshot(user: AbstractBaseUser) -> bytes:
     return json.dumps(data, separators=(",", ":")).encode()
 
 
-def _from_snapshot(user_id: object, raw: bytes | None) -> AbstractBaseUser | None:
-    """The user a cached value describes, or None (missing, refused, superseded)."""
+def snapshot_fields(user_id: object, raw: bytes | None) -> dict[str, Any] | None:
+    """What a cached value says of the user (their `pk`, USER_FIELDS and the
+    session `auth` hash), or None (missing, refused, superseded). For a
+    reader that needs no model instance (progress.pollgate)."""
     key = cache_key(user_id)
     found = unseal_stamped("user", key, raw)
     if found is None:
@@ -83,11 +87,19 @@ def _from_snapshot(user_id: object, raw: bytes | None) -> AbstractBaseUser | Non
         data = json.loads(found.value)
         if not isinstance(data, dict) or str(data["pk"]) != str(user_id) or not isinstance(data["auth"], str):
             raise ValueError("not this user's")
-        model = get_user_model()
-        cached = {model._meta.pk.attname: data["pk"], **{name: data[name] for name in USER_FIELDS}}
+        return {"pk": data["pk"], "auth": data["auth"], **{name: data[name] for name in USER_FIELDS}}
     except (ValueError, KeyError, TypeError, RecursionError) as exc:
         refused("user", key, str(exc))
         return None
+
+
+def _from_snapshot(user_id: object, raw: bytes | None) -> AbstractBaseUser | None:
+    """The user a cached value describes, or None (missing, refused, superseded)."""
+    data = snapshot_fields(user_id, raw)
+    if data is None:
+        return None
+    model = get_user_model()
+    cached = {model._meta.pk.attname: data["pk"], **{name: data[name] for name in USER_FIELDS}}
     # In the model's field order; the rest deferred (read from the database if anything asks).
     names = [f.attname for f in model._meta.concrete_fields if f.attname in cached]
     user = model.from_db(DEFAULT_DB_ALIAS, names, [cached[name] for name in names])
@@ -188,3 +200,9 @@ def user_with(request: HttpRequest, keys: Iterable[str]) -> tuple[Any, dict[str,
     finally:
         _prefetched.reset(token)
     return user, {key: found[key] for key in keys if key in found}
+
+
+def cached_fields(user_id: object) -> dict[str, Any] | None:
+    """What memcached holds of the user (snapshot_fields), with no database.
+    Raises MemcacheError or OSError when memcached fails."""
+    return snapshot_fields(user_id, get_client().get(cache_key(user_id)))

@@ -1,0 +1,66 @@
+"""The project's middleware around a poll view, less what a poll does not need."""
+
+import logging
+from collections.abc import Callable, Iterable
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.utils.module_loading import import_string
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[HttpRequest], HttpResponse]
+
+# Middleware that does nothing for a poll (a GET of JSON, no form, no static
+# file, no message shown, no task started, the URL already matched), so the
+# gate leaves it out. CommonMiddleware is run after all where its settings
+# make it refuse or redirect requests (DISALLOWED_USER_AGENTS, PREPEND_WWW).
+SKIPPED_FOR_POLLS = frozenset(
+    {
+        "django.middleware.common.CommonMiddleware",
+        "django.middleware.csrf.CsrfViewMiddleware",
+        "django.contrib.messages.middleware.MessageMiddleware",
+        "whitenoise.middleware.WhiteNoiseMiddleware",
+        "webfarm.djangotasks.owners.TaskOwnerMiddleware",
+    }
+)
+# What Django's handler calls besides the chain itself; the gate does not.
+UNRUN_HOOKS = ("process_view", "process_exception", "process_template_response")
+
+
+def poll_chain(middleware: Iterable[str]) -> Handler | None:
+    """The project's middleware around the poll view, less SKIPPED_FOR_POLLS;
+    None if some middleware cannot run this way (then Django answers all)."""
+    skipped = set(SKIPPED_FOR_POLLS)
+    if settings.DISALLOWED_USER_AGENTS or settings.PREPEND_WWW:
+        skipped.discard("django.middleware.common.CommonMiddleware")
+    handler: Handler = _call_view
+    for path in reversed(list(middleware)):
+        if path in skipped:
+            continue
+        factory = import_string(path)
+        if not getattr(factory, "sync_capable", True):
+            logger.warning("poll gate off: %s cannot run synchronously; Django answers every poll", path)
+            return None
+        instance = factory(handler)
+        hooks = [h for h in UNRUN_HOOKS if hasattr(instance, h)]
+        if hooks:
+            logger.warning(
+                "poll gate off: %s has %s, which the gate does not run; Django answers every poll",
+                path,
+                ", ".join(hooks),
+            )
+            return None
+        handler = instance
+    return handler
+
+
+def checked_host(request: HttpRequest) -> None:
+    """DisallowedHost for a Host not in ALLOWED_HOSTS, as Django's
+    CommonMiddleware raises it (Django then answers 400)."""
+    request.get_host()
+
+
+def _call_view(request: HttpRequest) -> HttpResponse:
+    match = request.resolver_match
+    return match.func(request, **match.kwargs)
