@@ -31,6 +31,9 @@ DURATION = os.environ.get("BENCH_DURATION", "8s")
 CONNECTIONS = os.environ.get("BENCH_CONNECTIONS", "32")
 THREADS = "2"
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
+# Every site's gunicorn: as `make run` serves (Procfile), and as issue 30 measured.
+SERVER = {"workers": 3, "threads": 4}
+TOKEN = uuid.uuid4().hex
 
 
 def _live_job(env: dict, workdir: Path, started: list) -> tuple[str, str, str]:
@@ -82,7 +85,13 @@ def _baseline(workdir: Path, started: list) -> str:
     )
     url = f"/celery-progress/{task_id}/"
     web, base = processes.gunicorn(
-        env, workdir, "celery-progress", app="bench.celeryprogress.wsgi", ready_path=url, access_log=False
+        env,
+        workdir,
+        "celery-progress",
+        app="bench.celeryprogress.wsgi",
+        ready_path=url,
+        access_log=False,
+        **SERVER,
     )
     started.append(web)
     return base + url
@@ -133,16 +142,21 @@ def run() -> list[tuple[str, dict[str, float]]]:
             "MEMCACHED_NAMESPACE": "bench",
             "DJANGO_SECRET_KEY": uuid.uuid4().hex,
             "LOG_LEVEL": "WARNING",
+            "STATS_API_TOKEN": TOKEN,
         }
         processes.manage(env, "migrate", "--no-input", "-v", "0")
         job, token, session, still, still_token = _live_job(env, workdir, started)
         celery_progress = _baseline(workdir, started)
-        web, base = processes.gunicorn(env, workdir, "bench-web", access_log=False)
+        web, base = processes.gunicorn(env, workdir, "bench-web", access_log=False, **SERVER)
         started.append(web)
         plain, plain_base = processes.gunicorn(
-            {**env, "PROGRESS_POLL_GATE": "0"}, workdir, "bench-web-plain", access_log=False
+            {**env, "PROGRESS_POLL_GATE": "0"}, workdir, "bench-web-plain", access_log=False, **SERVER
         )
         started.append(plain)
+        floor, floor_base = processes.gunicorn(
+            env, workdir, "bench-floor", app="bench.floor_wsgi", ready_path="/", access_log=False, **SERVER
+        )
+        started.append(floor)
         cookie = f"Cookie: sessionid={session}"
         by_token = f"/progress/{job}/{token}/"
         still_token_url = f"{base}/progress/{still}/{still_token}/"
@@ -150,6 +164,7 @@ def run() -> list[tuple[str, dict[str, float]]]:
         rows = [
             ("celery-progress 0.5 (Redis)", (celery_progress,)),
             ("bare view, one memcached get", (f"{base}/bench/bare/",)),
+            ("WSGI floor: one get, no Django", (f"{floor_base}/",)),
             # The read-token URL: as `make run` serves it (one get), and as
             # nginx's fall-back after a miss (the record read, the document put back).
             ("GET /progress/<job>/<token>/", (base + by_token,)),
@@ -162,6 +177,8 @@ def run() -> list[tuple[str, dict[str, float]]]:
                 "304, session",
                 (still_session_url, cookie, f"If-None-Match: {_etag(still_session_url, cookie)}"),
             ),
+            # Prometheus's scrape: 10 scrapers once a second cost 10 / this rate of the node.
+            ("GET /stats/metrics (scrapes)", (f"{base}/stats/metrics", f"Authorization: Bearer {TOKEN}")),
         ]
         for url in (celery_progress, f"{base}/bench/bare/", plain_base + by_token):
             _wrk(url)  # warm up
@@ -183,7 +200,7 @@ def report(results: list[tuple[str, dict[str, float]]]) -> str:
     baseline, floor = results[0][1]["rps"], results[1][1]["rps"]
     lines = [
         f"Progress polls: wrk -t{THREADS} -c{CONNECTIONS} -d{DURATION}, "
-        "gunicorn 2 workers x 2 threads each site (no access log, gunicorn's default), one memcached, "
+        "gunicorn 3 workers x 4 threads each site (no access log, gunicorn's default), one memcached, "
         f"a job kept running (a write every 0.25 s); the median of {ROUNDS} interleaved rounds",
         f"{'':34} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'vs c-p':>8} {'vs bare':>8}",
     ]

@@ -331,10 +331,12 @@ def gunicorn(
     app: str = "webfarm.wsgi",
     ready_path: str = "/accounts/login/",
     access_log: bool = True,
+    workers: int = 2,
+    threads: int = 2,
 ) -> tuple[Process, str]:
-    """gunicorn -w 2 --threads 2 on a free port, started and answering;
-    `access_log`: a line per request in its log (benchmarks leave it out,
-    as gunicorn does by default)."""
+    """gunicorn -w 2 --threads 2 (or `workers` x `threads`) on a free port,
+    started and answering; `access_log`: a line per request in its log
+    (benchmarks leave it out, as gunicorn does by default)."""
     port = port or free_port()
     argv = [
         str(BIN / "gunicorn"),
@@ -342,9 +344,9 @@ def gunicorn(
         "-b",
         f"127.0.0.1:{port}",
         "-w",
-        "2",
+        str(workers),
         "--threads",
-        "2",
+        str(threads),
         *(["--access-logfile", "-"] if access_log else []),
         "--graceful-timeout",
         "5",
