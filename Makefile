@@ -65,7 +65,7 @@ farm: setup farm-packages
 	@$(PY) -m webfarm.farm --port $(PORT)
 
 test: setup test-packages lint
-	$(PY) -m pytest
+	$(PY) -m pytest --durations=15
 
 # The quick tier: lint and the tests that start no farm (a minute or two).
 check: setup lint

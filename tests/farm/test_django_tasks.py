@@ -149,6 +149,8 @@ with owned_by(get_user_model().objects.get(username="alice")):
     assert kept == "The job took longer than its time limit and was stopped."
 
 
+# The reaper reads records, not the broker: one broker is enough.
+@one_broker
 def test_a_task_whose_worker_is_killed_is_failed_as_lost_not_left_running(farm):
     """SIGKILL the worker running a task: the reaper (a real celery beat)
     ends it FAILED, naming JobLost, within the heartbeat bound; the metadata
