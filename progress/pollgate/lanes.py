@@ -135,14 +135,14 @@ class Lanes:
             return None
         copy_key, record_key = session.cache_key, store.record_key(job_id)
         guess = self.user_of.get(copy_key)
-        keys = [copy_key, record_key] if guess is None else [copy_key, record_key, users.cache_key(guess)]
-        found = get_client().get_many(keys)
+        guessed_key = None if guess is None else users.cache_key(guess)
+        found = get_client().get_many([copy_key, record_key, *([guessed_key] if guessed_key else [])])
         data = session.cached_data(found.get(copy_key))
         if data is None or data.get(BACKEND_SESSION_KEY) != users.BACKEND or SESSION_KEY not in data:
             return None
         user_id = data[SESSION_KEY]
         if user_id == guess:
-            user = users.snapshot_fields(user_id, found.get(users.cache_key(user_id)))
+            user = users.snapshot_fields(user_id, found.get(guessed_key))
         else:
             user = users.cached_fields(user_id)
             if len(self.user_of) >= MAX_SESSIONS_KNOWN:
