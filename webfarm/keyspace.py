@@ -18,6 +18,7 @@ from django.conf import settings
 from progress.conf import get_config as progress_config
 from progress.conf import lost_after
 from reports.selectors import DATASET_TTL
+from webfarm.core import sessions, users
 from webfarm.dashboard.conf import get_config as dashboard_config
 from webfarm.limits.conf import get_config as limits_config
 from webfarm.polls.conf import get_config as polls_config
@@ -308,7 +309,7 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "cached user",
         re.compile(r"user:[^.\s]+\.[0-9a-f]{8}"),
-        lambda: int(settings.USER_CACHE_TTL),
+        users.cache_ttl,
         "a copy of a database row, dropped on every node when the user is saved; the lifetime bounds "
         "what an update(), which tells no one, leaves stale",
         writer="sealed and dated; a planted, moved or superseded copy reads as missing",
@@ -317,7 +318,7 @@ FAMILIES: tuple[Family, ...] = (
     Family(
         "cached session",
         re.compile(r"session:[0-9a-f]{40}"),
-        lambda: int(settings.SESSION_CACHE_TTL),
+        sessions.longest_copy,
         "a copy of a database row: an active user costs one query per SESSION_CACHE_TTL",
         writer="sealed, dated and bound to its session; a planted, moved or ended one is read from the "
         "database",

@@ -126,6 +126,11 @@ def test_a_project_of_its_own_runs_tasks_with_live_bars_cancel_and_results_anywh
         cancelled = session.get(f"{nodes[1]}/result/{second}/", timeout=10).json()
         assert cancelled["status"] == "FAILED" and cancelled["errors"] == ["progress.exceptions.JobCancelled"]
         assert 0 < cancelled["metadata"]["done"] < 400
+        # The session URL too (the poll gate's session lane, once the user is cached).
+        for _ in range(3):
+            polled = session.get(f"{nodes[1]}/progress/{first}/", timeout=10)
+            assert polled.status_code == 200 and polled.json()["state"] == "succeeded"
+            assert polled.headers["Vary"] == "Cookie"
         # Another user of the site cannot read ann's result.
         installed.manage(
             site,
@@ -145,3 +150,4 @@ def test_a_project_of_its_own_runs_tasks_with_live_bars_cancel_and_results_anywh
             timeout=10,
         )
         assert other.get(f"{nodes[1]}/result/{first}/", timeout=10).status_code == 404
+        assert other.get(f"{nodes[1]}/progress/{first}/", timeout=10).status_code == 404

@@ -25,6 +25,8 @@ MIDDLEWARE += ["webfarm.djangotasks.owners.TaskOwnerMiddleware"]
 TASKS = {{"default": {{"BACKEND": "webfarm.djangotasks.backend.CeleryBackend"}}}}
 MEMCACHED = {{"SERVERS": [os.environ["SITE_MEMCACHED"]]}}
 CELERY_BROKER_URL = "memcached://" + os.environ["SITE_MEMCACHED"]
+SESSION_ENGINE = "webfarm.core.sessions"
+AUTHENTICATION_BACKENDS = ["webfarm.core.users.CachedUserBackend"]
 
 DATABASES["default"]["NAME"] = os.environ["SITE_DB"]
 ALLOWED_HOSTS = ["127.0.0.1"]

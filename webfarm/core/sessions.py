@@ -46,6 +46,7 @@ logger = logging.getLogger(__name__)
 
 KEY_SALT = "webfarm.core.sessions.cache-key"
 SESSION_KEY_LENGTH = 32  # what SessionBase._get_new_session_key makes
+DEFAULT_CACHE_TTL = 600
 # Sessions made before users were cached (webfarm.core.users) name Django's backend.
 MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
 CACHED_BACKEND = "webfarm.core.users.CachedUserBackend"
@@ -54,8 +55,14 @@ _UNREACHABLE = (MemcacheError, OSError)
 _UNREAD = object()
 
 
+def longest_copy() -> int:
+    """SESSION_CACHE_TTL: seconds a copy lives at most. A project that installs
+    this engine need not set it (webfarm.settings reads it from the environment)."""
+    return int(getattr(settings, "SESSION_CACHE_TTL", DEFAULT_CACHE_TTL))
+
+
 def cache_ttl(expiry_age: int) -> int:
-    return max(1, min(int(expiry_age), int(settings.SESSION_CACHE_TTL)))
+    return max(1, min(int(expiry_age), longest_copy()))
 
 
 class SessionStore(db.SessionStore):
@@ -167,7 +174,7 @@ class SessionStore(db.SessionStore):
             session_key = self.session_key
         if self._validate_session_key(session_key):
             key = self._key_for(session_key)
-            revoke(key, lasts=int(settings.SESSION_CACHE_TTL))
+            revoke(key, lasts=longest_copy())
             try:
                 get_client().delete(key)
             except _UNREACHABLE:

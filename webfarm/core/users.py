@@ -51,6 +51,7 @@ logger = logging.getLogger(__name__)
 BACKEND = "webfarm.core.users.CachedUserBackend"
 # What requests read of request.user (templates, permission checks, limits).
 USER_FIELDS = ("username", "is_active", "is_staff", "is_superuser")
+DEFAULT_CACHE_TTL = 300
 _prefetched: contextvars.ContextVar[dict[str, bytes | None] | None] = contextvars.ContextVar(
     "core_users_prefetched", default=None
 )
@@ -61,8 +62,10 @@ def cache_key(user_id: object) -> str:
     return f"user:{user_id}.{key_id}"
 
 
-def _ttl() -> int:
-    return int(settings.USER_CACHE_TTL)
+def cache_ttl() -> int:
+    """USER_CACHE_TTL: seconds a copy lives. A project that installs this
+    backend need not set it (webfarm.settings reads it from the environment)."""
+    return int(getattr(settings, "USER_CACHE_TTL", DEFAULT_CACHE_TTL))
 
 
 def _snapshot(user: AbstractBaseUser) -> bytes:
@@ -131,11 +134,11 @@ def cached_user(user_id: object) -> AbstractBaseUser | None:
     made = time.time()  # before the read: a change committed meanwhile supersedes this copy
     user = _from_database(user_id)
     if user is not None:
-        value = seal(key, _snapshot(user), ttl=_ttl(), made=made)
+        value = seal(key, _snapshot(user), ttl=cache_ttl(), made=made)
         try:
             # A refused copy is replaced; else add, so a copy cached meanwhile stays.
             client = get_client()
-            (client.set if raw is not None else client.add)(key, value, expire=_ttl())
+            (client.set if raw is not None else client.add)(key, value, expire=cache_ttl())
         except (MemcacheError, OSError) as exc:
             logger.debug("user %s not cached: %s", user_id, exc)
     return user
@@ -145,7 +148,7 @@ def forget(user_id: object) -> None:
     """The user changed: every node reads them from the database again, and
     no copy made before now is believed (not even one written back)."""
     key = cache_key(user_id)
-    revoke(key, lasts=_ttl())
+    revoke(key, lasts=cache_ttl())
     try:
         get_client().delete(key)
     except (MemcacheError, OSError) as exc:
