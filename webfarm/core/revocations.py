@@ -21,7 +21,8 @@ import time
 from django.db import DatabaseError
 
 from webfarm.core.models import Revocation
-from webfarm.core.seal import CLOCK_SLACK
+from webfarm.core.seal import CLOCK_SLACK, Unsealed, unseal_stamped
+from webfarm.core.tampering import refused
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +84,19 @@ def superseded(key: str, made: float) -> bool:
     it: the clocks of two nodes may be that far apart."""
     revoked_at = _known.revoked_at(key)
     return revoked_at is not None and made <= revoked_at + CLOCK_SLACK
+
+
+def unseal_current(family: str, key: str, raw: bytes | None, ended: str) -> Unsealed | None:
+    """The value sealed under `key` (webfarm.core.seal.unseal_stamped), or
+    None when it is not, or when the copy was made before a revocation of
+    its key (refused, saying what `ended` it)."""
+    found = unseal_stamped(family, key, raw)
+    if found is None:
+        return None
+    if superseded(key, found.made):
+        refused(family, key, f"superseded: {ended} since")
+        return None
+    return found
 
 
 def forget_known(*, refreshed: bool = False) -> None:

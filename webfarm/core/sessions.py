@@ -38,8 +38,8 @@ from django.utils.crypto import salted_hmac
 from pymemcache.exceptions import MemcacheError
 
 from webfarm.core.client import get_client
-from webfarm.core.revocations import revoke, superseded
-from webfarm.core.seal import seal, unseal_stamped
+from webfarm.core.revocations import revoke, unseal_current
+from webfarm.core.seal import seal
 from webfarm.core.tampering import refused
 
 logger = logging.getLogger(__name__)
@@ -96,11 +96,8 @@ class SessionStore(db.SessionStore):
         return self._unsealed(key, raw)
 
     def _unsealed(self, key: str, raw: bytes | None) -> dict[str, Any] | None:
-        found = unseal_stamped("session", key, raw)
+        found = unseal_current("session", key, raw, "the session ended")
         if found is None:
-            return None
-        if superseded(key, found.made):
-            refused("session", key, "superseded: the session ended since")
             return None
         try:
             data = json.loads(found.value)

@@ -42,8 +42,8 @@ from django.http import HttpRequest
 from pymemcache.exceptions import MemcacheError
 
 from webfarm.core.client import get_client
-from webfarm.core.revocations import revoke, superseded
-from webfarm.core.seal import seal, secrets_in_use, unseal_stamped
+from webfarm.core.revocations import revoke, unseal_current
+from webfarm.core.seal import seal, secrets_in_use
 from webfarm.core.tampering import refused
 
 logger = logging.getLogger(__name__)
@@ -80,11 +80,8 @@ def snapshot_fields(user_id: object, raw: bytes | None) -> dict[str, Any] | None
     session `auth` hash), or None (missing, refused, superseded). For a
     reader that needs no model instance (progress.pollgate)."""
     key = cache_key(user_id)
-    found = unseal_stamped("user", key, raw)
+    found = unseal_current("user", key, raw, "the user changed")
     if found is None:
-        return None
-    if superseded(key, found.made):
-        refused("user", key, "superseded: the user changed since")
         return None
     try:
         data = json.loads(found.value)
