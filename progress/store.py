@@ -24,7 +24,7 @@ from pymemcache.exceptions import MemcacheError
 from progress.conf import get_config, lost_after
 from progress.exceptions import ProgressUnavailable
 from progress.records import CorruptRecord, JobRecord
-from webfarm.core.client import MetaBatch, get_client, read_by_nginx
+from webfarm.core.client import MetaBatch, get_client, get_values, read_by_nginx
 from webfarm.core.seal import MAC_BYTES, mac, seal, unseal, verify_mac
 from webfarm.core.slots import SlotsTaken, Taking
 from webfarm.core.tampering import refused
@@ -262,10 +262,16 @@ def read_public(job_id: str, read_token: str) -> bytes | None:
     One get: what a poll on the read-token URL costs when Django answers it."""
     key = public_key(job_id, read_token)
     with _memcached("get"):
-        raw = get_client().get(key)
+        raw = get_values([key]).get(key)
+    return public_body(job_id, read_token, raw)
+
+
+def public_body(job_id: str, read_token: str, raw: bytes | None) -> bytes | None:
+    """read_public's answer when `raw` is the value read under the document's
+    key (public_key) already."""
     if raw is None:
         return None
-    body = _document_body(key, raw)
+    body = _document_body(public_key(job_id, read_token), raw)
     if body is None:
         # The read token is a bearer secret: the log shows the key without it.
         refused("pub", public_key(job_id, "<token>"), "not a progress document of this job")

@@ -46,6 +46,10 @@ class PollGate:
         chain = self._chain if self._built else self._build()
         if poll is None or chain is None:
             return self.app(environ, start_response)
+        if self._lanes is not None:
+            answered = self._lanes.answer(environ, start_response, path, poll)
+            if answered is not None:
+                return answered
         try:
             # On a copy: a WSGIRequest writes the decoded path into its environ,
             # and Django must get the server's own if the gate hands it over.
@@ -54,10 +58,6 @@ class PollGate:
             return self.app(environ, start_response)
         # As Django's handler sets it (the logs read it to hide the read token).
         request.resolver_match = poll
-        if self._lanes is not None:
-            answered = self._lanes.answer(request, start_response, path, poll)
-            if answered is not None:
-                return answered
         return self._answer(environ, start_response, chain, request)
 
     def _answer(

@@ -8,7 +8,7 @@ from pymemcache.client.base import Client
 from pymemcache.exceptions import MemcacheError
 
 from tests.harness import processes
-from webfarm.core.client import build_client, get_client, parse_servers, server_client
+from webfarm.core.client import build_client, get_client, get_values, parse_servers, server_client
 
 
 def _raw(address: str) -> Client:
@@ -82,7 +82,7 @@ def test_the_first_call_after_a_memcached_restart_succeeds(tmp_path, settings):
     settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [address]}
     ring, plain = get_client(), server_client("slot:x")
     try:
-        assert ring.set("a", b"1") and plain.set("b", b"2")
+        assert ring.set("a", b"1") and plain.set("b", b"2") and get_values(["a"]) == {"a": b"1"}
         # Several threads at once leave several pooled connections behind.
         barrier = threading.Barrier(4)
 
@@ -100,7 +100,7 @@ def test_the_first_call_after_a_memcached_restart_succeeds(tmp_path, settings):
         process, _ = processes.memcached(tmp_path, port=int(address.rsplit(":", 1)[1]))
         assert ring.get("a") is None and ring.set("a", b"3")  # empty, but answering at once
         assert plain.add("b", b"4") and plain.get("b") == b"4"
-        assert ring.get_many(["a"]) == {"a": b"3"}
+        assert ring.get_many(["a"]) == {"a": b"3"} and get_values(["a", "b"]) == {"a": b"3", "b": b"4"}
     finally:
         process.stop()
 

@@ -10,9 +10,11 @@ from django.contrib.auth import get_user_model
 from django.core.wsgi import get_wsgi_application
 from django.test import Client
 
-from progress import services
+from progress import services, store
 from progress.pollgate import PollGate
 from progress.pollgate.chain import poll_chain
+from webfarm.core.client import get_client
+from webfarm.core.seal import MAC_BYTES
 
 pytestmark = pytest.mark.django_db
 
@@ -121,6 +123,23 @@ def test_a_host_django_refuses_is_refused_on_either_path(gate, job):
     assert len(django.calls) == 2
 
 
+def test_the_lane_judges_hosts_and_schemes_as_the_settings_say_now(gate, job, settings):
+    """The lane remembers each host and scheme Django judged, until the
+    settings that judge them change."""
+    gate, django = gate
+    settings.SECURE_HSTS_SECONDS = 3600  # read once, as Django's handler reads it
+    url = f"/progress/{job.id}/{job.read_token}/"
+    assert _get(gate, url)[0] == "200 OK"
+    settings.ALLOWED_HOSTS = ["farm.example"]
+    assert _get(gate, url)[0].startswith("400")
+    assert _get(gate, url, HTTP_HOST="farm.example")[0] == "200 OK"
+    settings.SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    proxied = _get(gate, url, HTTP_HOST="farm.example", HTTP_X_FORWARDED_PROTO="https")[1]
+    assert proxied["Strict-Transport-Security"] == "max-age=3600"
+    assert "Strict-Transport-Security" not in _get(gate, url, HTTP_HOST="farm.example")[1]
+    assert len(django.calls) == 1
+
+
 def test_with_ssl_redirect_a_plain_poll_is_redirected_as_django_does(gate, job, settings):
     gate, django = gate
     settings.SECURE_SSL_REDIRECT = True
@@ -209,16 +228,46 @@ def test_the_owners_session_poll_takes_the_lane_with_djangos_headers(gate, job, 
     assert django.calls == []
 
 
-def test_a_session_poll_of_someone_elses_job_is_the_chains_404_and_staff_see_it(gate, job, started):
+@pytest.mark.parametrize("owner_first", [False, True])
+def test_a_session_poll_of_someone_elses_job_is_the_chains_404_and_staff_see_it(
+    gate, job, alice, started, owner_first
+):
+    """Also once the lane knows the job (its owner polled it): it reads the
+    job's published document then, and still only for its owner or staff."""
     gate, django = gate
     users = get_user_model().objects
     bob, staff = users.create_user("bob", password="x"), users.create_user("sam", password="x", is_staff=True)
     bobs, staffs = _session_of(bob), _session_of(staff)
+    if owner_first:
+        assert _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=_session_of(alice))[0] == "200 OK"
+        assert job.id in gate._lanes.jobs
     started.clear()
     assert _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=bobs)[0].startswith("404")
     assert len(started) == 1
     assert _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=staffs)[0] == "200 OK"
     assert len(started) == 1 and django.calls == []
+
+
+def test_a_known_job_is_answered_with_its_sealed_document_or_else_its_record(gate, job, alice, started):
+    """The session lane sends the document the token URL sends; one that is
+    not sealed for the job's key is refused, and one that is gone is made
+    again from the record, on the lane."""
+    gate, _ = gate
+    url, cookie = f"/progress/{job.id}/", _session_of(alice)
+    first = _get(gate, url, HTTP_COOKIE=cookie)
+    assert first[2] == _get(gate, f"/progress/{job.id}/{job.read_token}/")[2]
+    published = store.read(job.id)
+    published.title = "Published"
+    store.publish(published)  # the document alone: the record still says "Demo"
+    assert b'"title":"Published"' in _get(gate, url, HTTP_COOKIE=cookie)[2]
+    key = store.public_key(job.id, job.read_token)
+    planted = first[2][:-1] + b',"seal":"' + b"0" * 2 * MAC_BYTES + b'"}'
+    get_client().set(key, planted.replace(b'"title":"Demo"', b'"title":"<script>"'))
+    started.clear()
+    again = _get(gate, url, HTTP_COOKIE=cookie)
+    assert again[0] == "200 OK" and again[2] == first[2] and started == []
+    get_client().delete(key)
+    assert _get(gate, url, HTTP_COOKIE=cookie)[2] == first[2] and started == []
 
 
 def test_a_password_change_or_a_deactivation_logs_the_session_out_on_the_lane_too(gate, job, alice, started):
@@ -298,12 +347,12 @@ def test_whose_session_it_is_is_only_a_guess_the_session_decides(gate, job, alic
     started.clear()
     assert _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=cookie)[0] == "200 OK" and started == []
     lanes = gate._lanes
-    (copy_key,) = lanes.user_of
-    lanes.user_of[copy_key] = str(bob.pk)
+    ((session_key, (copy_key, _)),) = lanes.sessions.items()
+    lanes.sessions[session_key] = (copy_key, str(bob.pk))
     assert _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=cookie)[0] == "200 OK" and started == []
     assert _get(gate, f"/progress/{bobs_job.id}/", HTTP_COOKIE=cookie)[0].startswith("404")
-    assert lanes.user_of[copy_key] == str(alice.pk)
+    assert lanes.sessions[session_key] == (copy_key, str(alice.pk))
     monkeypatch.setattr("progress.pollgate.lanes.MAX_SESSIONS_KNOWN", 2)
     for _ in range(3):
         _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=_session_of(alice))
-        assert len(lanes.user_of) <= 2
+        assert len(lanes.sessions) <= 2

@@ -4,10 +4,11 @@ records cannot split between servers."""
 
 import pytest
 from pymemcache.client.base import Client
+from pymemcache.exceptions import MemcacheError
 
 from tests.harness import processes
 from webfarm.core import counters
-from webfarm.core.client import get_client, server_client
+from webfarm.core.client import get_client, get_values, server_client
 from webfarm.core.slots import SlotsUnavailable, acquire
 from webfarm.queues.exceptions import QueueUnavailable
 from webfarm.queues.queue import Queue
@@ -62,6 +63,27 @@ def test_what_hashed_to_a_dead_server_fails_clearly_and_stays_there(tmp_path, se
             assert acquire([(dead_scope, 1)], "me", ttl=60).keys == [f"slot:{dead_scope}:0"]
         finally:
             restarted.stop()
+    finally:
+        first.stop()
+        second.stop()
+
+
+def test_a_requests_reads_find_each_key_on_its_own_server(tmp_path, settings):
+    """get_values (a poll's reads) asks each key's own server, as the ring
+    does, and a key on a dead server fails the read rather than go missing."""
+    first, first_addr = processes.memcached(tmp_path)
+    second, second_addr = processes.memcached(tmp_path)
+    try:
+        settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [first_addr, second_addr]}
+        ring = get_client()
+        keys = [f"pub:k{i}" for i in range(20)]
+        ring.set_many({key: key.encode() for key in keys})
+        servers = {ring._get_client(key).server for key in keys}
+        assert len(servers) == 2
+        assert get_values([*keys, "pub:absent"]) == ring.get_many(keys) == {k: k.encode() for k in keys}
+        second.stop()
+        with pytest.raises((OSError, MemcacheError)):
+            get_values(keys)
     finally:
         first.stop()
         second.stop()

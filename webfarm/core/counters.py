@@ -37,6 +37,9 @@ _NAME_RE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 _lock = threading.Lock()
 _known: set[str] = set()
+# Names and labels count_soon has checked: every poll counts the same few.
+_checked: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+MAX_CHECKED = 10_000
 _dropped = 0
 
 
@@ -149,8 +152,12 @@ def count_soon(name: str, n: int = 1, **labels: str) -> None:
     """Like count(), without a round trip on the caller's path: increments
     are tallied here and sent by a thread of this process once a second
     (and at exit). A process killed outright loses at most that second."""
-    counter_key(name, **labels)  # fail now on a bad name, not at flush time
     key = (name, tuple(sorted(labels.items())))
+    if key not in _checked:
+        counter_key(name, **labels)  # fail now on a bad name, not at flush time
+        if len(_checked) >= MAX_CHECKED:
+            _checked.clear()
+        _checked.add(key)
     with _lock:
         _soon[key] = _soon.get(key, 0) + n
     if _sender_pid != os.getpid():

@@ -93,20 +93,7 @@ class SessionStore(db.SessionStore):
             raw = get_client().get(key)
         except _UNREACHABLE:
             return None
-        return self._unsealed(key, raw)
-
-    def _unsealed(self, key: str, raw: bytes | None) -> dict[str, Any] | None:
-        found = unseal_current("session", key, raw, "the session ended")
-        if found is None:
-            return None
-        try:
-            data = json.loads(found.value)
-        except (ValueError, RecursionError):
-            data = None
-        if not isinstance(data, dict):
-            refused("session", key, "not a session")
-            return None
-        return data
+        return cached_copy(key, raw)
 
     def _to_cache(self, key: str, data: dict[str, Any], ttl: int, made: float | None = None) -> None:
         value = seal(key, json.dumps(data, separators=(",", ":")).encode(), ttl=ttl, made=made)
@@ -123,8 +110,7 @@ class SessionStore(db.SessionStore):
         if session_key is None:
             return None
         key = self._key_for(session_key)
-        data = self._from_cache(key) if raw is _UNREAD else self._unsealed(key, raw)
-        return None if data is None else _upgraded(data)
+        return self._from_cache(key) if raw is _UNREAD else cached_copy(key, raw)
 
     def load(self) -> dict[str, Any]:
         session_key = self._get_or_create_session_key()
@@ -179,6 +165,22 @@ class SessionStore(db.SessionStore):
 
     async def adelete(self, session_key: str | None = None) -> None:
         await sync_to_async(self.delete)(session_key)
+
+
+def cached_copy(key: str, raw: bytes | None) -> dict[str, Any] | None:
+    """The data in `raw`, a session's cached copy read under `key` (its
+    SessionStore's cache_key), or None: not a current copy of ours."""
+    found = unseal_current("session", key, raw, "the session ended")
+    if found is None:
+        return None
+    try:
+        data = json.loads(found.value)
+    except (ValueError, RecursionError):
+        data = None
+    if not isinstance(data, dict):
+        refused("session", key, "not a session")
+        return None
+    return _upgraded(data)
 
 
 def _upgraded(data: dict[str, Any]) -> dict[str, Any]:

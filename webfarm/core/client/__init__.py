@@ -6,7 +6,8 @@
 - ring: one client over every server whose key-to-server map never changes
   (StableHashClient, build_client, parse_servers);
 - clients: the process's ring from the settings and a plain client per
-  thread to one server (get_client, server_client, server_of);
+  thread to one server (get_client, server_client, server_of), and a
+  request's reads through them (get_values);
 - batches: meta commands on keys anywhere, one pipeline per server (MetaBatch).
 """
 
@@ -15,6 +16,7 @@ from webfarm.core.client.clients import (
     client_epoch,
     client_options,
     get_client,
+    get_values,
     reset_client,
     server_client,
     server_of,
@@ -33,6 +35,7 @@ __all__ = [
     "client_epoch",
     "client_options",
     "get_client",
+    "get_values",
     "meta_command",
     "nginx_server_index",
     "parse_servers",
