@@ -131,6 +131,9 @@ def test_a_project_of_its_own_runs_tasks_with_live_bars_cancel_and_results_anywh
             polled = session.get(f"{nodes[1]}/progress/{first}/", timeout=10)
             assert polled.status_code == 200 and polled.json()["state"] == "succeeded"
             assert polled.headers["Vary"] == "Cookie"
+        # The broker's tools work on the project's own settings (Celery's
+        # default queue, the broker URL without transport options).
+        assert installed.manage(site, env, "dead_letters", "celery").startswith("0 dead letters of ")
         # Another user of the site cannot read ann's result.
         installed.manage(
             site,

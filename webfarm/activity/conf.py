@@ -1,5 +1,9 @@
 """The activity log's settings, overlaid by settings.ACTIVITY."""
 
+from pathlib import Path
+
+from django.conf import settings
+
 from webfarm.core.appsettings import AppSettings, Setting
 
 get_config = AppSettings(
@@ -12,3 +16,9 @@ get_config = AppSettings(
         Setting("POLL_SAMPLE", 0.0, "fraction (0 to 1) of answered polls logged one by one all the same"),
     ],
 )
+
+
+def log_file() -> Path:
+    """ACTIVITY_LOG_FILE, where the drainer appends the site log. A project
+    that installs the app need not set it: the drainer's working directory."""
+    return Path(getattr(settings, "ACTIVITY_LOG_FILE", "activity.log"))

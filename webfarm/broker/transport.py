@@ -25,6 +25,7 @@ from typing import Any
 
 from django.conf import settings
 from kombu.transport import virtual
+from kombu.utils.url import parse_url
 
 from webfarm.core.client import StableHashClient, build_client
 from webfarm.core.conf import get_config as memcached_config
@@ -67,13 +68,23 @@ def kombu_payload(message: Message) -> dict:
 
 
 def broker_ring() -> Any:
-    """The ring the memcached broker's queues live on (as a worker makes it),
-    or None when Celery's broker is not memcached."""
-    if not str(settings.CELERY_BROKER_URL).startswith("memcached://"):
+    """The ring the memcached broker's queues live on, as a worker makes it
+    from the settings (Celery's Django set-up reads CELERY_BROKER_URL and
+    CELERY_BROKER_TRANSPORT_OPTIONS), or None when the broker is not memcached."""
+    url = str(getattr(settings, "CELERY_BROKER_URL", "") or "")
+    if not url.startswith("memcached://"):
         return None
-    options = settings.CELERY_BROKER_TRANSPORT_OPTIONS
+    parts = parse_url(url)
+    options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", None) or {}
+    return ring_of(parts.get("hostname"), parts.get("port"), options)
+
+
+def ring_of(hostname: str | None, port: int | None, options: dict[str, Any]) -> StableHashClient:
+    """The broker's ring from a broker URL's host and port, unless the
+    transport options name its servers (a list the URL cannot hold)."""
+    servers = options.get("servers") or [f"{hostname or '127.0.0.1'}:{port or Transport.default_port}"]
     namespace = options.get("namespace") or memcached_config()["NAMESPACE"]
-    return build_client(options["servers"], f"{namespace}:broker")
+    return build_client(servers, f"{namespace}:broker")
 
 
 def queue_name(kombu_queue: str) -> str:
@@ -270,9 +281,7 @@ class Transport(virtual.Transport):
 
     def __init__(self, client: Any, **kwargs: Any) -> None:
         super().__init__(client, **kwargs)
-        servers = client.transport_options.get("servers") or [f"{client.hostname}:{client.port or 11211}"]
-        namespace = client.transport_options.get("namespace") or memcached_config()["NAMESPACE"]
-        self.ring = build_client(servers, f"{namespace}:broker")
+        self.ring = ring_of(client.hostname, client.port, client.transport_options)
 
     def driver_version(self) -> str:
         return "1"

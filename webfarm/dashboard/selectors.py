@@ -5,16 +5,15 @@ computation per period farm-wide."""
 import base64
 from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from pymemcache.exceptions import MemcacheError
 
 from progress.models import Job
 from progress.selectors import job_rows
 from progress.states import State
 from webfarm.activity import recent
+from webfarm.activity.conf import log_file
 from webfarm.core.memo import get_or_set
 from webfarm.dashboard import charts, series
 from webfarm.dashboard.conf import get_config
@@ -136,7 +135,7 @@ def workers() -> tuple[list[dict[str, Any]], str]:
 
 
 def activity() -> list[dict[str, Any]]:
-    entries = recent.newest(get_config()["ACTIVITY_ENTRIES"], Path(settings.ACTIVITY_LOG_FILE))
+    entries = recent.newest(get_config()["ACTIVITY_ENTRIES"], log_file())
     for entry in entries:
         ts = entry.get("ts")
         entry["when"] = datetime.fromtimestamp(ts, UTC) if isinstance(ts, int | float) else None

@@ -1,5 +1,7 @@
 """The queues app's settings, overlaid by settings.QUEUES."""
 
+from django.conf import settings
+
 from webfarm.core.appsettings import AppSettings, Setting
 
 get_config = AppSettings(
@@ -68,3 +70,9 @@ get_config = AppSettings(
         ),
     ],
 )
+
+
+def default_queue() -> str:
+    """Celery's default queue: CELERY_TASK_DEFAULT_QUEUE, or Celery's own
+    default where the project does not set it."""
+    return str(getattr(settings, "CELERY_TASK_DEFAULT_QUEUE", "celery"))

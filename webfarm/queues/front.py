@@ -29,12 +29,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from django.conf import settings
 from pymemcache.exceptions import MemcacheClientError, MemcacheError
 
 from webfarm.core.client import get_client, server_client
 from webfarm.queues import registry
-from webfarm.queues.conf import get_config
+from webfarm.queues.conf import default_queue, get_config
 from webfarm.queues.exceptions import InvalidQueueName, QueueError, QueueUnavailable
 from webfarm.queues.queue import STATS, Queue
 
@@ -79,7 +78,7 @@ def declare_internal(name: Callable[[], str]) -> None:
 
 
 def internal_names() -> set[str]:
-    return {name() for name in _internal} | {settings.CELERY_TASK_DEFAULT_QUEUE, "celery"}
+    return {name() for name in _internal} | {default_queue(), "celery"}
 
 
 def queue_name(url_name: str) -> str:

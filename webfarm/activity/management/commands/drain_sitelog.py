@@ -1,9 +1,9 @@
 from pathlib import Path
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from webfarm.activity.conf import log_file
 from webfarm.activity.drain import DrainerBusy, drain
 
 
@@ -11,7 +11,7 @@ class Command(BaseCommand):
     help = "Append the site activity log from memcached to a JSON-lines file."
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--file", default=settings.ACTIVITY_LOG_FILE)
+        parser.add_argument("--file", default=str(log_file()))
         parser.add_argument("--follow", action="store_true", help="keep draining until stopped")
 
     def handle(self, *args: Any, **options: Any) -> None:

@@ -1,10 +1,11 @@
 from datetime import UTC, datetime
 from typing import Any
 
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from webfarm.broker.transport import broker_ring, queue_name
+from webfarm.core.conf import get_config as memcached_config
+from webfarm.queues.conf import default_queue
 from webfarm.queues.exceptions import QueueError
 from webfarm.queues.queue import DeadLetter, Queue
 from webfarm.queues.registry import known_queues
@@ -86,10 +87,8 @@ def _say_unknown(name: str) -> None:
     """A name no process of this farm has used is more likely a typo, or
     another memcached or namespace, than an empty queue: say which it could be
     (and looking must not create it, or the dashboard would list the typo)."""
-    known = known_queues()
-    where = (
-        f"memcached {','.join(settings.MEMCACHED['SERVERS'])}, namespace {settings.MEMCACHED['NAMESPACE']!r}"
-    )
+    known, config = known_queues(), memcached_config()
+    where = f"memcached {','.join(config['SERVERS'])}, namespace {config['NAMESPACE']!r}"
     raise CommandError(
         f"no queue {name!r} has been used on {where} since it started. Known queues: "
         f"{', '.join(sorted(known)) or 'none'}."
@@ -99,7 +98,7 @@ def _say_unknown(name: str) -> None:
 def _queue(name: str) -> Queue:
     """The farm's queue, or the memcached broker's (Celery's queues, which live
     under a namespace of their own)."""
-    celery = {settings.CELERY_TASK_DEFAULT_QUEUE, "celery"}
+    celery = {default_queue(), "celery"}
     if name.startswith("broker:") or name in celery:
         ring = broker_ring()
         if ring is None:
