@@ -63,7 +63,7 @@ def memcached_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def progress_on_real_memcached(settings, memcached_server: str) -> Iterator[str]:
     """Point the progress app and Django's cache at the session's memcached,
     under a namespace of the test's own so tests never see each other's keys."""
-    from webfarm.core import revocations
+    from webfarm.core import revocations, tampering
     from webfarm.core.client import reset_client
 
     namespace = f"t{uuid.uuid4().hex[:12]}"
@@ -71,6 +71,9 @@ def progress_on_real_memcached(settings, memcached_server: str) -> Iterator[str]
     # starts empty, so it reads the revocations table only when a test says
     # (tests/unit/test_revocations.py); query counts stay the request's own.
     revocations.forget_known(refreshed=True)
+    # A refusal is logged once a minute per key family: each test starts
+    # with none logged yet, whatever the tests before it planted.
+    tampering._warned.clear()
     # Password hashing is not under test here and costs a third of a second a login.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [memcached_server], "NAMESPACE": namespace}

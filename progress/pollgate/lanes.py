@@ -27,6 +27,7 @@ from webfarm.core import sessions, users
 from webfarm.core.client import get_values
 from webfarm.core.counters import count_soon
 from webfarm.core.http import polled_body, unchanged
+from webfarm.core.revocations import UNCHECKED, CheckedCopies
 
 # What the lanes know these do to a poll's answer: headers (worked out once).
 HEADERS_ONLY = (
@@ -94,6 +95,8 @@ class Lanes:
         self.sessions: dict[str, tuple[str, object]] = {}
         # A job's owner and read token, which never change.
         self.jobs: dict[str, tuple[int, str]] = {}
+        # The sessions' and users' copies checked already.
+        self.copies = CheckedCopies(2 * MAX_SESSIONS_KNOWN)
         # What get_host() and is_secure() read, and their verdict on it (_secure).
         self.host_inputs = _host_inputs()
         self.hosts: dict[tuple[object, ...], bool] = {}
@@ -207,12 +210,13 @@ class Lanes:
         guessed_key = None if guess is None else users.cache_key(guess)
         public_key = None if job is None else store.public_key(job_id, job[1])
         found = get_values([k for k in (copy_key, guessed_key, public_key, record_key) if k is not None])
-        data = sessions.cached_copy(copy_key, found.get(copy_key))
+        data = self._checked(copy_key, found.get(copy_key), sessions.cached_copy)
         if data is None or data.get(BACKEND_SESSION_KEY) != users.BACKEND or SESSION_KEY not in data:
             return None
         user_id = data[SESSION_KEY]
         if user_id == guess:
-            user = users.snapshot_fields(user_id, found.get(guessed_key))
+            raw_user = found.get(guessed_key)
+            user = self._checked(guessed_key, raw_user, lambda _, raw: users.snapshot_fields(user_id, raw))
         else:
             user = users.cached_fields(user_id)
             _remember(self.sessions, session_key, (copy_key, user_id), MAX_SESSIONS_KNOWN)
@@ -240,6 +244,15 @@ class Lanes:
         if record.read_token:
             _remember(self.jobs, job_id, (record.owner, record.read_token), MAX_JOBS_KNOWN)
         return record.public(), user["username"]
+
+    def _checked(self, key: str, raw: bytes | None, read: Callable[[str, bytes | None], Any]) -> Any:
+        """read(key, raw), a sealed copy's reader, unless these bytes were
+        read before (their lifetime and revocations are looked at again)."""
+        parsed = self.copies.known(key, raw)
+        if parsed is UNCHECKED:
+            parsed = read(key, raw)
+            self.copies.remember(key, raw, parsed)
+        return parsed
 
 
 def _remember(memory: dict[str, Any], key: str, value: object, most: int) -> None:

@@ -4,6 +4,7 @@ aside (tests/farm/test_poll_gate.py compares its answers with Django's
 through gunicorn)."""
 
 import io
+import time
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -13,8 +14,10 @@ from django.test import Client
 from progress import services, store
 from progress.pollgate import PollGate
 from progress.pollgate.chain import poll_chain
+from webfarm.core import users
 from webfarm.core.client import get_client
 from webfarm.core.seal import MAC_BYTES
+from webfarm.core.sessions import SessionStore, longest_copy
 
 pytestmark = pytest.mark.django_db
 
@@ -298,8 +301,39 @@ def test_a_logged_out_session_is_refused(gate, job, alice, started):
     cookie = f"sessionid={client.cookies['sessionid'].value}"
     started.clear()
     assert _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=cookie)[0] == "200 OK" and started == []
+    copy_key = SessionStore(client.cookies["sessionid"].value).cache_key
+    old_copy = get_client().get(copy_key)
     client.post("/accounts/logout/")
     assert _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=cookie)[0].startswith("401")
+    # The very bytes the lane checked before, written back: still refused.
+    get_client().set(copy_key, old_copy)
+    assert _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=cookie)[0].startswith("401")
+
+
+def test_a_staff_users_old_copy_written_back_after_a_demotion_is_refused(gate, job, started):
+    gate, _ = gate
+    sam = get_user_model().objects.create_user("sam", password="x", is_staff=True)
+    cookie = _session_of(sam)
+    for _ in range(2):  # the second poll reads the user beside the session, as checked before
+        assert _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=cookie)[0] == "200 OK"
+    old_copy = get_client().get(users.cache_key(sam.pk))
+    sam.is_staff = False
+    sam.save()
+    get_client().set(users.cache_key(sam.pk), old_copy)
+    assert _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=cookie)[0].startswith("404")
+
+
+def test_copies_the_lane_checked_before_are_dated_on_every_poll(gate, job, alice, started, monkeypatch):
+    """The lane does not check the same bytes' seal twice, but their lifetime
+    it does: past it, the chain reads the session from the database."""
+    gate, _ = gate
+    cookie = _session_of(alice)
+    for _ in range(2):
+        assert _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=cookie)[0] == "200 OK"
+    started.clear()
+    later = time.time() + longest_copy() + 60
+    monkeypatch.setattr(time, "time", lambda: later)
+    assert _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=cookie)[0] == "200 OK" and len(started) == 1
 
 
 @pytest.mark.parametrize(

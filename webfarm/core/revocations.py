@@ -21,7 +21,7 @@ import time
 from django.db import DatabaseError
 
 from webfarm.core.models import Revocation
-from webfarm.core.seal import CLOCK_SLACK, Unsealed, unseal_stamped
+from webfarm.core.seal import CLOCK_SLACK, Unsealed, stamp_of, unseal_stamped
 from webfarm.core.tampering import refused
 
 logger = logging.getLogger(__name__)
@@ -106,3 +106,43 @@ def forget_known(*, refreshed: bool = False) -> None:
     _known = _Known()
     if refreshed:
         _known.read_at = time.monotonic()
+
+
+# CheckedCopies.known's answer for bytes it has not checked.
+UNCHECKED = object()
+
+
+class CheckedCopies:
+    """What a reader made of sealed copies it read before (unseal_current,
+    then its own parse), by key. The same bytes read again under the same
+    key carry the same MAC and value, so they are not checked and parsed
+    again; their lifetime and the revocations are looked at on every read,
+    as unseal_current does. For a reader that reads the same few copies over
+    and over (the poll lanes: each user's session and user, every second or
+    two). Bounded: past `most` keys, it forgets them all and learns again."""
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        self._known: dict[str, tuple[bytes, float, float, object]] = {}
+
+    def known(self, key: str, raw: bytes | None) -> object:
+        """What was made of `raw` under `key` before, or UNCHECKED (then the
+        caller checks it: unseal_current refuses, and logs, what is not current)."""
+        seen = self._known.get(key)
+        if raw is None or seen is None or seen[0] != raw:
+            return UNCHECKED
+        _, made, lapses, parsed = seen
+        if time.time() > lapses + CLOCK_SLACK or superseded(key, made):
+            self._known.pop(key, None)
+            return UNCHECKED
+        return parsed
+
+    def remember(self, key: str, raw: bytes | None, parsed: object) -> None:
+        """`parsed`: what the caller made of `raw`, a current copy unseal_current
+        accepted under `key` (shared with later readers: never changed)."""
+        stamp = stamp_of(raw)
+        if stamp is None or parsed is None:
+            return
+        if len(self._known) >= self.most:
+            self._known.clear()
+        self._known[key] = (raw, *stamp, parsed)

@@ -103,6 +103,18 @@ def unseal_stamped(family: str, key: str, raw: bytes | None, *, now: float | Non
     return None
 
 
+def stamp_of(raw: bytes | None) -> tuple[float, float] | None:
+    """When a sealed value was made and when its lifetime is over, read from
+    its stamp without checking its MAC (for values checked before)."""
+    if raw is None or len(raw) < HEADER_BYTES:
+        return None
+    stamp = raw[MAC_BYTES:HEADER_BYTES]
+    try:
+        return int(stamp[:STAMP_DIGITS]) / 1000, int(stamp[STAMP_DIGITS:]) / 1000
+    except ValueError:
+        return None
+
+
 def unseal(family: str, key: str, raw: bytes | None) -> bytes | None:
     """The value sealed under `key`, or None (see unseal_stamped)."""
     found = unseal_stamped(family, key, raw)
