@@ -293,9 +293,16 @@ def manage(env: dict, *args: str) -> str:
 
 
 def celery_worker(
-    env: dict, log_dir: Path, name: str, *, concurrency: int = 2, include: str | None = None
+    env: dict,
+    log_dir: Path,
+    name: str,
+    *,
+    concurrency: int = 2,
+    include: str | None = None,
+    queues: str | None = None,
 ) -> Process:
-    """A real `celery worker` on env's broker and CELERY_TASK_DEFAULT_QUEUE, started and ready."""
+    """A real `celery worker` on env's broker and CELERY_TASK_DEFAULT_QUEUE
+    (or `queues`, comma-separated), started and ready."""
     argv = [
         str(BIN / "celery"),
         "-A",
@@ -308,7 +315,7 @@ def celery_worker(
         "-n",
         f"{name}@%h",
         "-Q",
-        env["CELERY_TASK_DEFAULT_QUEUE"],
+        queues or env["CELERY_TASK_DEFAULT_QUEUE"],
         "--without-gossip",
         "--without-mingle",
     ]

@@ -1,0 +1,20 @@
+"""A chaos run (issue 31): the loopback farm under a workload of users, a
+nemesis that injects faults at moments a seed picks, and a checker that
+reads the whole history afterwards, as Jepsen does.
+
+    python -m bench.chaos --seed 7 --minutes 5
+
+- farm: PostgreSQL, one memcached (store and broker), two web nodes,
+  three workers of one process each, beat (`farm.py`);
+- workload: users starting split and whole reports through alternating
+  nodes, polling them to the end, cancelling some, an anonymous crowd
+  voting (`workload.py`);
+- nemesis: SIGKILL of a worker or a web node (started again), SIGSTOP and
+  SIGCONT stalls, memcached restarted on its port, each healed after a
+  few seconds; the schedule comes from the seed alone and is printed, so a
+  failing run is replayed with the same seed (`nemesis.py`);
+- checker: the invariants of issue 31 on the history and the farm's state
+  once every fault is healed (`checker.py`).
+
+Every process and the scratch directory go when the run ends.
+"""

@@ -1,0 +1,25 @@
+"""python -m bench.chaos --seed N --minutes M: one chaos run; exits 1 when
+the checker finds a violation (bench/chaos/__init__.py says what runs)."""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from bench.chaos.run import report, run
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seed", type=int, default=int(time.time()) % 100_000)
+    parser.add_argument("--minutes", type=float, default=5.0)
+    args = parser.parse_args()
+    outcome = run(args.seed, args.minutes, keep=ROOT / "var" / "chaos")
+    print(report(args.seed, outcome), flush=True)
+    sys.exit(1 if outcome.violations else 0)
+
+
+if __name__ == "__main__":
+    main()

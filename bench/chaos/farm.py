@@ -1,0 +1,82 @@
+"""The chaos run's farm: real processes on the loopback, each of which the
+nemesis may kill, stall or restart where it was."""
+
+import os
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.harness import processes
+
+WORKERS = ("w1", "w2", "w3")
+NODES = ("web1", "web2")
+NAME = "chaos"
+
+
+@dataclass
+class Farm:
+    dir: Path
+    env: dict
+    memcached: processes.Process
+    memcached_port: int
+    nodes: dict[str, processes.Process] = field(default_factory=dict)
+    ports: dict[str, int] = field(default_factory=dict)
+    workers: dict[str, processes.Process] = field(default_factory=dict)
+    started: list[processes.Process] = field(default_factory=list)
+
+    def url(self, node: str) -> str:
+        return f"http://127.0.0.1:{self.ports[node]}"
+
+    def start_node(self, name: str) -> None:
+        port = self.ports.setdefault(name, processes.free_port())
+        process, _ = processes.gunicorn(self.env, self.dir, name, port=port, access_log=False)
+        self.nodes[name] = process
+        self.started.append(process)
+
+    def start_worker(self, name: str) -> None:
+        # Its own queue too: the checker sends it a task there (PROBE_TASK).
+        queues = f"{NAME},{own_queue(name)}"
+        process = processes.celery_worker(self.env, self.dir, name, concurrency=1, queues=queues)
+        self.workers[name] = process
+        self.started.append(process)
+
+    def restart_memcached(self) -> None:
+        self.memcached.stop(signal.SIGKILL)
+        self.memcached, _ = processes.memcached(self.dir, port=self.memcached_port)
+        self.started.append(self.memcached)
+
+    def process(self, role: str, name: str) -> processes.Process:
+        return (self.workers if role == "worker" else self.nodes)[name]
+
+    def signal(self, role: str, name: str, sig: int) -> None:
+        proc = self.process(role, name).proc
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, sig)
+
+    def shell(self, code: str) -> str:
+        return processes.manage(self.env, "shell", "-c", code).strip().splitlines()[-1]
+
+
+def own_queue(worker: str) -> str:
+    return f"{NAME}-{worker}"
+
+
+def farm_env(base: Path, address: str, database: str) -> dict:
+    return processes.one_memcached_env(
+        base,
+        address,
+        NAME,
+        DATABASE_URL=database,
+        # A killed worker's tasks come back within seconds, not a minute.
+        CELERY_BROKER_VISIBILITY_TIMEOUT=4,
+        DEMO_ORDERS=20000,
+        REPORTS_CHUNK_ROWS=500,
+        REPORTS_PART_ROWS=15000,
+        PROGRESS_HEARTBEAT_INTERVAL=1,
+        REAP_EVERY=1,
+        LIMITS_REPORTS_PER_USER=3,
+        LIMITS_REPORTS_PER_KIND=6,
+        POLLS_FLUSH_EVERY=1,
+        POLLS_ANONYMOUS_PER_ADDRESS=10_000_000,  # every voter comes from 127.0.0.1 here
+        ACTIVITY_DRAIN_EVERY=1,
+    )

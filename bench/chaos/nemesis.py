@@ -1,0 +1,117 @@
+"""Faults at moments the seed picks, each healed a few seconds later."""
+
+import random
+import signal
+import threading
+import time
+from dataclasses import dataclass
+
+from bench.chaos.farm import NODES, WORKERS, Farm
+
+# What the nemesis does, and how often, relative to the others.
+FAULTS = {
+    "kill-worker": 3,
+    "kill-web": 2,
+    "stall-worker": 2,
+    "stall-web": 2,
+    "restart-memcached": 1,
+}
+# Seconds between two faults' starts, and how long one lasts.
+GAP = (4.0, 12.0)
+LASTS = (2.0, 8.0)
+# At most one memcached restart in this many seconds: each loses every key.
+MEMCACHED_EVERY = 60.0
+
+
+@dataclass(frozen=True)
+class Fault:
+    at: float  # seconds after the workload starts
+    kind: str
+    target: str
+    lasts: float
+
+    def __str__(self) -> str:
+        return f"{self.at:7.1f}s  {self.kind:<18} {self.target:<10} {self.lasts:4.1f}s"
+
+
+def schedule(seed: int, seconds: float) -> list[Fault]:
+    """The faults of a run of `seconds`, from the seed alone: every one
+    healed before the run's end."""
+    rng = random.Random(seed)
+    faults: list[Fault] = []
+    busy: dict[str, float] = {}
+    last_memcached = -MEMCACHED_EVERY
+    at = rng.uniform(*GAP)
+    kinds, weights = list(FAULTS), list(FAULTS.values())
+    while True:
+        kind = rng.choices(kinds, weights)[0]
+        lasts = round(rng.uniform(*LASTS), 1)
+        if kind == "restart-memcached":
+            target, lasts = "memcached", 0.0
+        else:
+            target = rng.choice(WORKERS if kind.endswith("worker") else NODES)
+        if at + lasts > seconds - 5:
+            return faults
+        free = busy.get(target, 0.0) <= at
+        if kind == "restart-memcached":
+            free = free and at - last_memcached >= MEMCACHED_EVERY
+        if free:
+            faults.append(Fault(round(at, 1), kind, target, lasts))
+            busy[target] = at + lasts + 1
+            if kind == "restart-memcached":
+                last_memcached = at
+        at += rng.uniform(*GAP)
+
+
+class Nemesis(threading.Thread):
+    """Runs a schedule against the farm; `stalled` says which web node was
+    stopped when (a request to it then waits, and is not held against it)."""
+
+    def __init__(self, farm: Farm, faults: list[Fault], started: float) -> None:
+        super().__init__(name="nemesis", daemon=True)
+        self.farm, self.faults, self.started = farm, faults, started
+        self.lock = threading.Lock()
+        self.windows: list[tuple[str, float, float]] = []  # (target, from, to), monotonic
+        self.errors: list[str] = []
+
+    def run(self) -> None:
+        for fault in self.faults:
+            delay = self.started + fault.at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            begun = time.monotonic()
+            try:
+                self._inject(fault)
+            except Exception as exc:  # a fault that could not be healed is the run's failure
+                self.errors.append(f"{fault}: {exc!r}")
+            with self.lock:
+                self.windows.append((fault.target, begun, time.monotonic()))
+
+    def _inject(self, fault: Fault) -> None:
+        farm, role = self.farm, "worker" if fault.target in WORKERS else "web"
+        if fault.kind == "restart-memcached":
+            farm.restart_memcached()
+        elif fault.kind.startswith("kill"):
+            farm.signal(role, fault.target, signal.SIGKILL)
+            time.sleep(fault.lasts)
+            farm.process(role, fault.target).stop()
+            if role == "worker":
+                farm.start_worker(fault.target)
+            else:
+                farm.start_node(fault.target)
+        else:
+            farm.signal(role, fault.target, signal.SIGSTOP)
+            try:
+                time.sleep(fault.lasts)
+            finally:
+                farm.signal(role, fault.target, signal.SIGCONT)
+
+    def restarts(self) -> list[float]:
+        """When memcached was restarted (monotonic)."""
+        with self.lock:
+            return [start for target, start, _ in self.windows if target == "memcached"]
+
+    def faulted(self, target: str, begun: float, ended: float) -> bool:
+        """Whether `target` was down or stalled at some moment of [begun, ended]."""
+        with self.lock:
+            return any(t == target and start <= ended and begun <= stop for t, start, stop in self.windows)
