@@ -23,6 +23,10 @@ SETTLE = 240.0
 # stalled meanwhile, is a failure (the farm's memcached timeouts are 0.5 s
 # to connect and 2 s to answer; a poll asks memcached at most twice).
 ANSWER_WITHIN = 10.0
+# Seconds after a node's fault in which a request to it may go unanswered: a
+# client's kept-alive connection to the killed process fails once, when it
+# is next used (a browser sends the request again on a new one).
+DEAD_CONNECTIONS = 10.0
 # Seconds a live worker has to take a task once the faults are over.
 DEAF_AFTER = 60.0
 # What each worker is sent on its own queue: a no-op without QUEUES_MIRRORS,
@@ -188,7 +192,11 @@ def _requests(history: History, nemesis: Nemesis, outcome: Outcome) -> None:
     for call in history.calls:
         key = f"{call.what} {call.status if call.status is not None else 'no answer'}"
         statuses[key] = statuses.get(key, 0) + 1
-        faulted = nemesis.faulted(call.node, call.began, call.began + call.took)
+        ended = call.began + call.took
+        faulted = nemesis.faulted(call.node, call.began, ended)
+        if call.status is None:
+            # A kept-alive connection to a killed process fails when next used.
+            faulted = nemesis.faulted(call.node, call.began - DEAD_CONNECTIONS, ended)
         if call.status is not None and call.status >= 500 and not (call.status == 503 and call.retry_after):
             outcome.fail(f"{call.what} on {call.node} answered {call.status}")
         if not faulted and (call.status is None or call.took > ANSWER_WITHIN):
