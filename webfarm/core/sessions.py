@@ -115,14 +115,15 @@ class SessionStore(db.SessionStore):
     def load(self) -> dict[str, Any]:
         session_key = self._get_or_create_session_key()
         key = self._key_for(session_key)
-        data = self._from_cache(key)
-        if data is None:
-            made = time.time()  # before the read: a logout committed meanwhile supersedes this copy
-            row = self._get_session_from_db()
-            if row is None:
-                return {}
-            data = self.decode(row.session_data)
-            self._to_cache(key, data, cache_ttl(self.get_expiry_age(expiry=row.expire_date)), made)
+        data = self._from_cache(key)  # upgraded already (cached_copy)
+        if data is not None:
+            return data
+        made = time.time()  # before the read: a logout committed meanwhile supersedes this copy
+        row = self._get_session_from_db()
+        if row is None:
+            return {}
+        data = self.decode(row.session_data)
+        self._to_cache(key, data, cache_ttl(self.get_expiry_age(expiry=row.expire_date)), made)
         return _upgraded(data)
 
     async def aload(self) -> dict[str, Any]:
