@@ -133,23 +133,38 @@ def create(
         batch.add(b"ms", counter, f"T{_ttl(record)}", value=str(value).encode())
         for counter, value in (counters or {}).items()
     ]
-    with _memcached("add"):
-        replies = batch.run()
-    if taking is not None and not taking.taken(replies):
-        undo = MetaBatch()
-        if replies[added].status == b"HD":
-            undo.add(b"md", key)
-        if published is not None and replies[published].status == b"HD":
-            undo.add(b"md", public)
-        for counter, index in zip(counters or {}, counted, strict=True):
-            if replies[index].status == b"HD":
-                undo.add(b"md", counter)
-        with suppress(MemcacheError, OSError):
-            undo.run()
+    try:
+        with _memcached("add"):
+            # errors=True: a full memcached (-M) refusing the record still
+            # answers for the slots, which are then given back, not left
+            # held for a job that never was (QUEUED_LEASE).
+            replies = batch.run(errors=True)
+    except ProgressUnavailable:
+        if taking is not None:
+            taking.unknown()  # the caller's release reads them back
+        raise
+    refused = next((reply for reply in replies if reply.status == b"SERVER_ERROR"), None)
+    every_slot = taking is None or taking.taken(replies)
+    if refused is None and every_slot and replies[added].status == b"HD":
+        return
+    undo = MetaBatch()
+    if replies[added].status == b"HD":
+        undo.add(b"md", key)
+    if published is not None and replies[published].status == b"HD":
+        undo.add(b"md", public)
+    for counter, index in zip(counters or {}, counted, strict=True):
+        if replies[index].status == b"HD":
+            undo.add(b"md", counter)
+    with suppress(MemcacheError, OSError):
+        undo.run()
+    if taking is not None:
         taking.lease.release()
+    if refused is not None:
+        said = (refused.value or b"").decode(errors="replace")
+        raise ProgressUnavailable(f"memcached refused job {record.job}'s record: {said} (full?)")
+    if not every_slot:
         raise SlotsTaken(f"job {record.job}: a slot was taken meanwhile")
-    if replies[added].status != b"HD":
-        raise ProgressUnavailable(f"job {record.job} already has a record")
+    raise ProgressUnavailable(f"job {record.job} already has a record")
 
 
 def create_if_missing(record: JobRecord) -> bool:

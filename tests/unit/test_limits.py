@@ -1,6 +1,7 @@
 """Farm-wide limits in memcached: slots, leases, refusals, and the views that use them."""
 
 import time
+from collections.abc import Iterator
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -8,14 +9,16 @@ from django.test import Client
 
 from progress import services as progress_services
 from progress import store
+from progress.exceptions import ProgressUnavailable
 from progress.launching.admission import StartRefused, start_job
 from progress.models import Job
 from reports import results
 from reports.registry import get_report
-from tests.harness.processes import free_port, wait_for
+from tests.harness import full
+from tests.harness.processes import free_port, memcached, wait_for
 from tests.harness.together import run_together
 from webfarm.core import counters, slots
-from webfarm.core.client import get_client
+from webfarm.core.client import get_client, reset_client
 from webfarm.core.slots import Lease, LimitReached, SlotsTaken, SlotsUnavailable, acquire
 
 pytestmark = pytest.mark.django_db
@@ -344,3 +347,43 @@ def test_a_user_who_cancels_and_starts_again_at_once_is_never_refused_by_memory(
         assert client.post("/reports/return-rates/", RETURN_RATES, **JSON).status_code == 503
     progress_services.cancel_job(job=jobs[0])
     assert client.post("/reports/return-rates/", RETURN_RATES, **JSON).status_code == 202
+
+
+@pytest.fixture
+def small_full_memcached(tmp_path, settings) -> Iterator[str]:
+    """A memcached of 2 MB run with -M (it refuses what it has no room for),
+    as the progress app's."""
+    process, address = memcached(tmp_path, memory_mb=2, extra=["-M"])
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [address]}
+    reset_client()
+    yield address
+    process.stop()
+    reset_client()
+
+
+def test_a_full_memcached_refusing_the_record_leaves_no_slot_taken(alice, small_full_memcached):
+    """Found by the chaos run (bench/chaos, a full memcached): the slots were
+    stored in the record's round trip and the record refused (-M), and the
+    slots stayed held for QUEUED_LEASE, refusing the user's next starts for
+    ten minutes."""
+    get_client().set("small", b"s" * 40)  # a slot's slab class keeps room: it has a page of its own
+    # Every class a record or its public document could use, full.
+    full.fill_sizes(small_full_memcached, range(250, 8000, 50))
+    with pytest.raises(ProgressUnavailable):
+        start_job(user=alice, job_type=get_report("sales-by-region"), params=_params())
+    assert slots.holders(f"reports-user:{alice.pk}", 2) == []
+    assert slots.holders("reports-kind:sales-by-region", 3) == []
+    assert not Job.objects.exists()
+
+
+def test_a_full_memcached_refusing_a_slot_says_so_and_holds_none(small_full_memcached):
+    first_of_size = full.fill_sizes(small_full_memcached, range(1, 200, 8))  # the class of a slot, full
+    with pytest.raises(SlotsUnavailable, match="memcached full"):
+        acquire([("a", 2), ("b", 2)], "me", ttl=60)
+    # Room for one item in each class: one slot is taken, the other refused,
+    # and the one taken is given back with the refusal.
+    full.empty(small_full_memcached, first_of_size)
+    with pytest.raises(SlotsUnavailable, match="memcached full"):
+        acquire([("a", 2), ("b", 2)], "me", ttl=60)
+    assert slots.holders("a", 2) == [] and slots.holders("b", 2) == []
+    assert acquire([("a", 2)], "me", ttl=60).keys  # the room it gave back

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from pymemcache.exceptions import MemcacheError
+from pymemcache.exceptions import MemcacheError, MemcacheServerError
 
 from webfarm.core.client import MetaBatch, get_client, server_client, server_of
 
@@ -183,8 +183,13 @@ def acquire(
                 time.sleep(pause * (attempt + 1))
     except (MemcacheError, OSError) as exc:
         lease.release()
-        raise SlotsUnavailable(f"memcached unreachable: {exc}") from exc
+        raise SlotsUnavailable(_unavailable(exc)) from exc
     raise refusal
+
+
+def _unavailable(exc: Exception) -> str:
+    what = "full" if isinstance(exc, MemcacheServerError) else "unreachable"
+    return f"memcached {what}: {exc}"
 
 
 def look(scopes: Sequence[tuple[str, int]]) -> dict[str, dict[str, str]]:
@@ -233,6 +238,12 @@ class Taking:
                 every = False
         return every
 
+    def unknown(self) -> None:
+        """The batch failed on its way (a connection lost): the slots may or
+        may not have been taken. They go into the lease without a CAS, so its
+        release reads each back and frees those that are this holder's."""
+        _unknown(self.keys, self.lease)
+
 
 def _take_blind(scopes: Sequence[tuple[str, int]], lease: Lease) -> bool:
     """A random slot of each scope, without looking: True if every one was free."""
@@ -269,13 +280,30 @@ def _add(keys: list[str], lease: Lease) -> bool:
     batch = MetaBatch()
     for key in keys:
         batch.add(b"ms", key, f"T{lease.ttl}", "ME", "c", value=lease.holder.encode(), route=_route(key))
-    taken = True
-    for key, reply in zip(keys, batch.run(), strict=True):
+    try:
+        # errors=True: a full memcached (-M) refusing one slot still answers
+        # the others, so the ones it stored are known and given back.
+        replies = batch.run(errors=True)
+    except BaseException:
+        _unknown(keys, lease)
+        raise
+    taken, refused = True, None
+    for key, reply in zip(keys, replies, strict=True):
         if reply.status == b"HD":
             lease.took(key, int(reply.flags[b"c"]))
         else:
             taken = False
+            if reply.status == b"SERVER_ERROR":
+                refused = reply
+    if refused is not None:
+        raise MemcacheServerError(f"memcached refused a slot: {refused.value.decode(errors='replace')}")
     return taken
+
+
+def _unknown(keys: list[str], lease: Lease) -> None:
+    for key in keys:
+        if key not in lease.keys:
+            lease.keys.append(key)
 
 
 def _held(scopes: Sequence[tuple[str, int]]) -> dict[str, dict[str, str]]:

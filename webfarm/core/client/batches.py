@@ -35,7 +35,11 @@ class MetaBatch:
     def __len__(self) -> int:
         return len(self._commands)
 
-    def run(self) -> list[MetaReply]:
+    def run(self, *, errors: bool = False) -> list[MetaReply]:
+        """The replies, in the order the commands were added. errors=True: a
+        command memcached refused (SERVER_ERROR out of memory under -M) is a
+        reply with that status, and the commands after it still run, so the
+        caller learns what was stored; by default the first refusal raises."""
         by_server: dict[str, list[int]] = {}
         for index, (route, *_) in enumerate(self._commands):
             by_server.setdefault(server_of(route, self.ring), []).append(index)
@@ -46,7 +50,7 @@ class MetaBatch:
             for index in indexes:
                 _, verb, key, flags, value = self._commands[index]
                 commands.append(meta_command(verb, client.wire_key(key), *flags, value=value))
-            for index, reply in zip(indexes, client.meta(commands), strict=True):
+            for index, reply in zip(indexes, client.meta(commands, errors=errors), strict=True):
                 replies[index] = reply
         self._commands = []
         return replies  # type: ignore[return-value]
