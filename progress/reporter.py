@@ -257,9 +257,18 @@ class ProgressReporter:
         "metadata",
     )
 
+    def caught_up(self, stored: JobRecord) -> None:
+        """A record still queued while this run runs is one memcached refused
+        the start's write to (full under -M): the database row moved to
+        running, and said so to this run. It is brought up to this run, so
+        that a queued record is never taken for one ended elsewhere."""
+        if stored.state == State.QUEUED and self.record.state == State.RUNNING:
+            stored.state, stored.started_at = State.RUNNING, self.record.started_at
+
     def _onto(self, stored: JobRecord) -> bool:
         """Put this run's progress onto the record memcached holds, if the job
         is still running there (a record someone ended is left as it is)."""
+        self.caught_up(stored)
         if stored.state != State.RUNNING or stored.started_at != self.record.started_at:
             return False
         for name in self._PROGRESS_FIELDS:

@@ -89,10 +89,13 @@ def send_queued(job: Job, job_type: JobTypeBase) -> None:
 
 
 def send_merge(job: Job, job_type: JobTypeBase) -> None:
-    """Send the merge's task. One that cannot be sent now is sent by the reaper."""
+    """Send the merge's task. One that cannot be sent now is sent by the
+    reaper's next pass: its claim is given back, so the reaper sees a merge
+    never sent, not one sent and waiting (which it leaves for RESEND_AFTER)."""
     try:
         current_app.send_task(MERGE_JOB, args=[job.id], **task_options(job_type))
     except Exception as exc:  # the broker's errors are many; the reaper sends it again
+        Job.objects.filter(pk=job.id, merge_started_at__isnull=True).update(merge_sent_at=None)
         logger.warning("job %s: merge not sent (the reaper sends it again): %s", job.id, exc)
 
 

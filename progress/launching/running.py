@@ -85,9 +85,8 @@ def reap_lost_jobs() -> list[str]:
     """End jobs whose worker died, running each again once where allowed
     (of a job split in parts, the part whose worker died); send again the
     tasks of queued jobs that never reached a worker."""
-    return reap(on_lost=retry_lost, parts=PartSender(send_part, _send_again, _send_merge)) + reap_queued(
-        send=_send_again
-    )
+    parts = PartSender(send_part, _send_again, _send_merge, lost=retry_lost)
+    return reap(on_lost=retry_lost, parts=parts) + reap_queued(send=_send_again)
 
 
 def _send_merge(job: Job) -> None:

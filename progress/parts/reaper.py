@@ -5,10 +5,12 @@
   job's record, none in its row while memcached was away) lost its worker:
   that part alone goes back to queued, one attempt more, and its task is
   sent again. The other parts, running or done, are kept. A part lost
-  MAX_PART_ATTEMPTS times ends the job as lost.
+  MAX_PART_ATTEMPTS times ends the job as lost, and the job runs again as
+  a new one where its type allows (retry_on_lost), as a whole job would.
 - Every part done and no merge sent (the last part's worker died between
-  its finish and the send): the merge is claimed and sent. A merge sent
-  and not started after RESEND_AFTER is sent again (it starts once:
+  its finish and the send, or the broker refused it): the merge is
+  claimed and sent. A merge sent and not started after RESEND_AFTER, or
+  at once when memcached lost the record, is sent again (it starts once:
   fanout.begin_merge).
 - No part running and some queued, with nothing heard for RESEND_AFTER, or
   no record at all (the broker lost their tasks: a memcached broker
@@ -46,13 +48,16 @@ class PartSender:
     part: Callable[[Job, int], None]  # one part's
     queued: Callable[[Job], None]  # every queued part's
     merge: Callable[[Job], None]
+    # A job lost for good (a part lost MAX_PART_ATTEMPTS times): run it again
+    # as a new job where its type allows (launching.running.retry_lost).
+    lost: Callable[[Job, JobRecord], str | None] | None = None
 
 
 def reap_parts(job: Job, record: JobRecord | None, *, now: float, silence: float, send: PartSender) -> bool:
     """Act on a split job whose merge has not started; returns whether it did."""
     rows = list(JobPart.objects.filter(job_id=job.id).order_by("index"))
     if rows and all(row.state == State.SUCCEEDED for row in rows):
-        return _merge_again(job, now=now, send=send)
+        return _merge_again(job, now=now, send=send, forgotten=record is None)
     entries = record.parts if record is not None else []
     running = [row for row in rows if row.state == State.RUNNING]
     for row in running:
@@ -79,7 +84,7 @@ def _last_beat(row: JobPart, entries: list) -> float:
 def _part_lost(job: Job, row: JobPart, record: JobRecord | None, *, silence: float, send: PartSender) -> bool:
     if row.attempt >= MAX_PART_ATTEMPTS:
         logger.warning("job %s: part %s lost %s times: the job is lost", job.id, row.index, row.attempt)
-        ended = finish_lost(job, record or record_from_job(job), silent_for=silence, on_lost=None)
+        ended = finish_lost(job, record or record_from_job(job), silent_for=silence, on_lost=send.lost)
         if ended:
             JobPart.objects.filter(pk=row.pk).move(source=State.RUNNING, target=State.LOST)
             stop_parts(job.id, State.CANCELLED)
@@ -126,12 +131,17 @@ def _entry_queued(job_id: str, index: int, attempt: int) -> None:
         logger.info("job %s: part %s shown as before: %s", job_id, index, exc)
 
 
-def _merge_again(job: Job, *, now: float, send: PartSender) -> bool:
+def _merge_again(job: Job, *, now: float, send: PartSender, forgotten: bool) -> bool:
+    """`forgotten`: memcached lost the job's record (it restarted), and a
+    memcached broker lost the merge's task with it: sent again at once, not
+    RESEND_AFTER after it was sent (a merge delivered twice runs once)."""
     if job.merge_sent_at is None:
         if not claim_merge(job.id):
             return False
         why = "never sent"
-    elif job.merge_started_at is None and now - _when(job.merge_sent_at) >= get_config()["RESEND_AFTER"]:
+    elif job.merge_started_at is None and (
+        forgotten or now - _when(job.merge_sent_at) >= get_config()["RESEND_AFTER"]
+    ):
         Job.objects.filter(pk=job.id, merge_started_at__isnull=True).update(merge_sent_at=datetime.now(UTC))
         why = "not started"
     else:

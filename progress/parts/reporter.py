@@ -48,6 +48,7 @@ class PartReporter(ProgressReporter):
         return stored.state != State.RUNNING or (entry is not None and entry.attempt > self.attempt)
 
     def _onto(self, stored: JobRecord) -> bool:
+        self.caught_up(stored)
         entry = self._entry(stored)
         if self._ended_in(stored) or entry is None or entry.state == State.SUCCEEDED:
             return False

@@ -110,12 +110,30 @@ def begin_part(job: Job, index: int, *, worker: str) -> tuple[JobRecord, JobPart
     except JobNotRunnable:
         # Started by another part (maybe a moment ago: memcached says so before the row).
         record = current_record(job)
+        if record.state == State.QUEUED:
+            # memcached refused that part's write (full): the row says what is so.
+            job.refresh_from_db()
+            record = record_from_job(job)
         if record.state != State.RUNNING:
             raise
+    if record.cancel_requested or _cancel_flag(job.id):
+        # Seen before the part is claimed: it never starts, and the job ends
+        # as asked (a part already running would end it only at its next write).
+        stop_parts(job.id, State.CANCELLED)
+        if finish_job(record, State.CANCELLED, ending=State.RUNNING):
+            logger.info("job %s ended: cancelled (seen by part %s before it started)", job.id, index)
+        raise JobNotRunnable(f"job {job.id} was cancelled")
     part = start_part(job.id, index, worker=worker)
     if part is None:
         raise JobNotRunnable(f"part {index} is not queued")
     return record, part
+
+
+def _cancel_flag(job_id: str) -> bool:
+    try:
+        return store.is_cancel_requested(job_id)
+    except ProgressUnavailable:
+        return False  # the part's first write looks again
 
 
 @contextmanager

@@ -192,3 +192,28 @@ def test_a_task_sent_twice_starts_its_job_once(alice):
     get_client().delete(store.record_key(job.id))  # memcached lost the record: the row decides
     with pytest.raises(JobNotRunnable, match="running"):
         begin_job(job.id)
+
+
+def test_a_split_job_whose_part_is_lost_twice_runs_again_as_a_new_job(
+    alice, django_capture_on_commit_callbacks
+):
+    """Reports allow a retry when lost (retry_on_lost): a split job lost
+    because one of its parts was lost twice gets it too, as a whole job does."""
+    from progress.models import JobPart
+    from progress.parts.running import begin_part
+
+    job = start_job(user=alice, job_type=get_report("sales-by-region"), params=PARAMS)
+    assert job.part_count >= 1
+    begin_part(job, 0, worker="w1@a")
+    long_ago = datetime.now(UTC) - timedelta(seconds=60)
+    Job.objects.filter(pk=job.id).update(started_at=long_ago)
+    JobPart.objects.filter(job=job, index=0).update(attempt=2, started_at=long_ago, beat_at=long_ago)
+    with django_capture_on_commit_callbacks() as sent:
+        assert job.id in reap_lost_jobs()
+    lost = Job.objects.get(pk=job.id)
+    again = Job.objects.get(retry_of=job.id)
+    assert (lost.state, lost.retried_as) == ("lost", again.id)
+    assert "run again automatically" in lost.error
+    assert (again.state, again.part_count, again.attempt) == ("queued", job.part_count, 2)
+    assert len(sent) == 1
+    assert slots.holders(f"reports-user:{alice.pk}", 2) == [again.id]
