@@ -12,7 +12,7 @@ from contextlib import contextmanager
 import pytest
 from pymemcache.client.base import Client
 
-from tests.harness import processes
+from tests.harness import full, processes
 from tests.harness.processes import wait_for
 
 pytestmark = pytest.mark.farm
@@ -181,20 +181,29 @@ def test_celery_connects_where_the_settings_say_whatever_the_environment_holds(g
     assert "localhost" not in out.stdout + out.stderr
 
 
+def _broker_apart(
+    base, started: list, name: str, **memcached_options: object
+) -> tuple[Broker, processes.Process, processes.Process, str]:
+    """A `-c 1` worker whose broker has a memcached of its own (the store's
+    is another): the broker's can be stopped or filled alone."""
+    store, store_address = processes.memcached(base)
+    started.append(store)
+    broker_mc, broker_address = processes.memcached(base, **memcached_options)
+    started.append(broker_mc)
+    broker = Broker(base, store_address)
+    broker.env["CELERY_BROKER_URL"] = f"memcached://{broker_address}"
+    worker = broker.worker(name)
+    started.append(worker)
+    return broker, worker, broker_mc, broker_address
+
+
 def test_a_worker_that_fails_an_ack_while_memcached_restarts_takes_tasks_again(tmp_path):
     """A `-c 1` worker finishes its task while the broker's memcached is down:
     the ack cannot reach it. Once memcached is back (empty, as after a
     restart) the worker takes the next task: a failed ack must not keep its
     one prefetch slot for good (the chaos run of issue 31 saw workers go deaf)."""
     with processes.stopped_after() as started:
-        store, store_address = processes.memcached(tmp_path)
-        started.append(store)
-        broker_mc, broker_address = processes.memcached(tmp_path)
-        started.append(broker_mc)
-        broker = Broker(tmp_path, store_address)
-        broker.env["CELERY_BROKER_URL"] = f"memcached://{broker_address}"
-        worker = broker.worker("restarted")
-        started.append(worker)
+        broker, worker, broker_mc, broker_address = _broker_apart(tmp_path, started, "restarted")
         key = uuid.uuid4().hex
         broker.send("brokertest.hold", key)
         wait_for(lambda: broker.notes(key) == ["first"], timeout=30, what="the task to start")
@@ -218,4 +227,32 @@ def test_a_worker_that_fails_an_ack_while_memcached_restarts_takes_tasks_again(t
             lambda: broker.notes(after), timeout=60, what="the next task on the worker that failed an ack"
         )
         print(f"the next task ran {time.monotonic() - started_at:.1f} s after memcached came back")
+        assert worker.alive()
+
+
+def test_a_worker_polling_a_full_memcached_lives_and_takes_tasks_once_there_is_room(tmp_path):
+    """The broker's memcached (-M) full: a claim it cannot record is no task
+    now, not an error that stops the worker. Found by the chaos run: kombu
+    took the QueueFull of a claim for unrecoverable, and the worker exited."""
+    with processes.stopped_after() as started:
+        broker, worker, _, broker_address = _broker_apart(
+            tmp_path, started, "crowded", memory_mb=8, extra=["-M"]
+        )
+        before = uuid.uuid4().hex
+        broker.send("brokertest.stamp", before)
+        wait_for(lambda: broker.notes(before), timeout=30, what="a task before the broker is full")
+
+        filler = full.fill(broker_address, expire=600)
+        wait_for(
+            lambda: "no task claimed" in worker.log() or not worker.alive(),
+            timeout=60,
+            what="the worker's poll to meet the full memcached",
+        )
+        assert worker.alive(), worker.log()[-3000:]
+        assert "Unrecoverable error" not in worker.log()
+
+        full.empty(broker_address, filler)
+        after = uuid.uuid4().hex
+        broker.send("brokertest.stamp", after)
+        wait_for(lambda: broker.notes(after), timeout=60, what="a task once the broker has room again")
         assert worker.alive()

@@ -29,7 +29,7 @@ from kombu.utils.url import parse_url
 
 from webfarm.core.client import StableHashClient, build_client
 from webfarm.core.conf import get_config as memcached_config
-from webfarm.queues.exceptions import ClaimLost, QueueError, QueueUnavailable
+from webfarm.queues.exceptions import ClaimLost, QueueError, QueueFull, QueueUnavailable
 from webfarm.queues.names import MAX_NAME, validate_name
 from webfarm.queues.queue import Message, Queue
 
@@ -42,6 +42,8 @@ MIN_POLL = 0.001
 BURY_PER_POLL = 16
 # Seconds between tries of an ack or reject memcached could not hear (it was unreachable).
 FINISH_RETRY_EVERY = 1.0
+# A full memcached refusing claims is said in the log at most this often (seconds).
+FULL_LOGGED_EVERY = 10.0
 
 
 class NotAKombuMessage(ValueError):
@@ -148,6 +150,7 @@ class Channel(virtual.Channel):
         # Acks and rejects memcached could not hear: (queue, receipt, requeue, given up at), tried again.
         self._unfinished: list[tuple[str, str, bool, float]] = []
         self._closing = threading.Event()
+        self._full_logged_at = -FULL_LOGGED_EVERY
         self._keeper = threading.Thread(target=self._keep_claims, name="memcached-claims", daemon=True)
         self._keeper.start()
 
@@ -160,6 +163,12 @@ class Channel(virtual.Channel):
             self._queues[name] = queue
         return queue
 
+    def _full(self, queue: str, exc: QueueFull) -> None:
+        now = time.monotonic()
+        if now - self._full_logged_at >= FULL_LOGGED_EVERY:
+            self._full_logged_at = now
+            logger.warning("no task claimed from %s: %s (polling again)", queue, exc)
+
     def _put(self, queue: str, message: dict, **kwargs: Any) -> None:
         with self._lock:
             self._queue(queue).put(json.dumps(message).encode())
@@ -167,7 +176,14 @@ class Channel(virtual.Channel):
     def _get(self, queue: str, timeout: float | None = None) -> dict:
         for _ in range(BURY_PER_POLL):
             with self._lock:
-                message = self._queue(queue).claim()
+                try:
+                    message = self._queue(queue).claim()
+                except QueueFull as exc:
+                    # A claim memcached (-M) has no room to record: nothing is
+                    # taken now, and the worker polls again. Raised on, kombu
+                    # would take it for unrecoverable and stop the worker.
+                    self._full(queue, exc)
+                    raise Empty() from exc
                 if message is None:
                     raise Empty()
                 try:

@@ -7,10 +7,11 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from pymemcache.exceptions import MemcacheClientError
+from pymemcache.exceptions import MemcacheClientError, MemcacheServerError
 
 from webfarm.queues import entries
 from webfarm.queues.entries import HOLE, BadEntry
+from webfarm.queues.exceptions import QueueFull, is_full
 from webfarm.queues.finishing import Finisher
 from webfarm.queues.layout import (
     CLAIMED,
@@ -97,7 +98,13 @@ class Consumer:
             if len(messages) < limit:
                 messages += self._take_fresh(limit - len(messages))
             if len(messages) < limit and self.recovery.due():
-                messages += self.recovery.recover(limit - len(messages))
+                try:
+                    messages += self.recovery.recover(limit - len(messages))
+                except (MemcacheServerError, QueueFull) as exc:
+                    # Its bookkeeping found no room (-M): the messages claimed
+                    # already are delivered, and recovery runs when next due.
+                    if not messages or not (isinstance(exc, QueueFull) or is_full(exc)):
+                        raise
             return messages
 
     def _take_fresh(self, limit: int) -> list[Message]:
