@@ -35,7 +35,10 @@ class Inspector:
             dead_gen_key = f"d{self.layout.key_base}:gen"
             keys += [self.layout.stat_key(n) for n in STATS] + [dead_gen_key]
             found = self.layout.client.get_many(keys)
-            tail, head, floor = (number(found.get(k), 0) or 0 for k in keys[:3])
+            tail, head = (number(found.get(k), 0) or 0 for k in keys[:2])
+            # The first index is 1, as every other reader of the floor says:
+            # a floor read as 0 counted one message too many (the front's cap).
+            floor = number(found.get(keys[2]), 1) or 1
             result = {
                 "ready": max(tail - head, 0),
                 "unfinished": max(min(head, tail) - floor + 1, 0),
