@@ -40,6 +40,31 @@ def _command(address: str, command: bytes, end: bytes) -> bytes:
     return data
 
 
+def value_and_item(address: str, key: str) -> tuple[bytes | None, Item | None]:
+    """A key's value and its expiry read in one command (meta get), so the
+    two agree: a listing and a get made apart may straddle a rewrite (a
+    message acknowledged in between turns into a marker with a lifetime)."""
+    host, port = address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"mg %s s t v\r\n" % key.encode())
+        data = b""
+        while b"\r\n" not in data or (
+            data.startswith(b"VA ") and len(data.partition(b"\r\n")[2]) < int(data.split()[1]) + 2
+        ):
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                break
+            data += chunk
+    head, _, rest = data.partition(b"\r\n")
+    if not head.startswith(b"VA "):
+        return None, None
+    size, *flags = head.split()[1:]
+    fields = {flag[:1]: flag[1:] for flag in flags}
+    ttl = int(fields.get(b"t", b"-1"))
+    expires = -1 if ttl < 0 else int(time.time()) + ttl
+    return rest[: int(size)], Item(key=key, expires=expires, size=int(fields.get(b"s", b"0")))
+
+
 def items(address: str, prefix: str = "") -> list[Item]:
     """Every live item whose key starts with `prefix`."""
     raw = _command(address, b"lru_crawler metadump all\r\n", b"END\r\n")
