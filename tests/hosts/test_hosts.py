@@ -267,6 +267,10 @@ def test_a_worker_host_cut_off_from_the_broker_mid_task_runs_the_job_once(farm):
         assert alice.get(final["result_url"]).status_code == 200
         page = alice.get(f"/jobs/{job}/")
         assert page.status_code == 200 and "retried" not in page.text.lower()
+    # The run logs its end after its last write, which may still be waiting out a retry pause.
+    processes.wait_for(
+        lambda: f"job {job} ended" in farm.logs("worker1", "worker2"), timeout=30, what="the run's end logged"
+    )
     logs = farm.logs("worker1", "worker2")
     assert logs.count(f"job {job} ended") == 1  # one run, and the reaper did not retry it
     assert f"job {job} not run: job {job} is running" in logs  # delivered again, and refused
