@@ -4,15 +4,16 @@ reads the whole history afterwards, as Jepsen does.
 
     python -m bench.chaos --seed 7 --minutes 5
 
-- farm: PostgreSQL, one memcached (store and broker), two web nodes,
-  three workers of one process each, beat (`farm.py`);
-- workload: users starting split and whole reports through alternating
-  nodes, polling them to the end, cancelling some, an anonymous crowd
-  voting (`workload.py`);
+- farm: PostgreSQL, one memcached run with -M (store and broker), two
+  web nodes, three workers of one process each, beat (`farm.py`);
+- workload: users starting split and whole reports and customer imports
+  through alternating nodes, polling them to the end, cancelling some, an
+  anonymous crowd voting (`workload.py`);
 - nemesis: SIGKILL of a worker or a web node (started again), SIGSTOP and
-  SIGCONT stalls, memcached restarted on its port, each healed after a
-  few seconds; the schedule comes from the seed alone and is printed, so a
-  failing run is replayed with the same seed (`nemesis.py`);
+  SIGCONT stalls, memcached restarted on its port, memcached filled until
+  it refuses every size (tests/harness/full.py) and emptied, each healed
+  after a few seconds; the schedule comes from the seed alone and is
+  printed, so a failing run is replayed with the same seed (`nemesis.py`);
 - checker: the invariants of issue 31 on the history and the farm's state
   once every fault is healed (`checker.py`).
 

@@ -2,6 +2,7 @@
 the checker finds a violation (bench/chaos/__init__.py says what runs)."""
 
 import argparse
+import signal
 import sys
 import time
 from pathlib import Path
@@ -12,6 +13,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def main() -> None:
+    # A run stopped with SIGTERM (timeout, CI) still stops every process it
+    # started: SystemExit runs the run's finally blocks, a bare SIGTERM does not.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seed", type=int, default=int(time.time()) % 100_000)
     parser.add_argument("--minutes", type=float, default=5.0)

@@ -7,12 +7,14 @@ import json
 import random
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.chaos.farm import NODES, WORKERS, Farm, own_queue
 from bench.chaos.nemesis import Nemesis
-from bench.chaos.workload import Browser, History
+from bench.chaos.workload import IMPORT_KIND, Browser, History, imported_rows
 from tests.harness import processes
 from tests.harness.web import flush_votes
 
@@ -32,6 +34,9 @@ DEAF_AFTER = 60.0
 # What each worker is sent on its own queue: a no-op without QUEUES_MIRRORS,
 # and not beat's, so its log shows it (webfarm/logfilters.py hides beat's).
 PROBE_TASK = "webfarm.queues.repair_mirrors"
+# Seconds a part's start may follow the cancel a node took: a worker that
+# looked a moment before the cancel was written writes its start just after.
+CANCEL_SLACK = 0.5
 # Seconds a flush may take beyond POLLS_FLUSH_EVERY (a vote accepted this
 # long before a memcached restart may still have been in its queue).
 VOTE_FLUSH_SLACK = 2.0
@@ -44,6 +49,14 @@ class Outcome:
 
     def fail(self, what: str) -> None:
         self.violations.append(what)
+
+    @contextmanager
+    def timed(self, phase: str) -> Iterator[None]:
+        began = time.monotonic()
+        try:
+            yield
+        finally:
+            self.figures.setdefault("seconds", {})[phase] = round(time.monotonic() - began, 1)
 
 
 def jobs_of(farm: Farm) -> dict[str, dict]:
@@ -61,19 +74,29 @@ def jobs_of(farm: Farm) -> dict[str, dict]:
     return json.loads(out)
 
 
-def check(farm: Farm, history: History, nemesis: Nemesis, log_offsets: dict[str, int], seed: int) -> Outcome:
-    outcome = Outcome()
+def check(
+    farm: Farm, history: History, nemesis: Nemesis, log_offsets: dict[str, int], seed: int, outcome: Outcome
+) -> Outcome:
     for error in nemesis.errors:
         outcome.fail(f"a fault was not healed: {error}")
-    _workers_take_tasks(farm, log_offsets, outcome)
-    jobs = _settled(farm, outcome)
+    with outcome.timed("deaf probe"):
+        _workers_take_tasks(farm, log_offsets, outcome)
+    with outcome.timed("settle"):
+        jobs = _settled(farm, outcome)
     _jobs(jobs, history, outcome)
-    browsers = _browsers(farm, history, jobs, seed)
-    _nodes_agree(jobs, browsers, outcome)
-    _results(jobs, browsers, outcome)
+    with outcome.timed("imports"):
+        _imports(farm, jobs, outcome)
+    with outcome.timed("logins"):
+        browsers = _browsers(farm, history, jobs, seed)
+    with outcome.timed("nodes agree"):
+        _nodes_agree(jobs, browsers, outcome)
+    with outcome.timed("results"):
+        _results(jobs, browsers, outcome)
     _requests(history, nemesis, outcome)
-    _votes(farm, history, nemesis, outcome)
-    _dead_letters(farm, outcome)
+    with outcome.timed("votes"):
+        _votes(farm, history, nemesis, outcome)
+    with outcome.timed("dead letters"):
+        _dead_letters(farm, outcome)
     return outcome
 
 
@@ -107,10 +130,46 @@ def _jobs(jobs: dict[str, dict], history: History, outcome: Outcome) -> None:
     for job, row in jobs.items():
         if row["state"] == "cancelled" and job not in history.cancel_asked:
             outcome.fail(f"job {job} was cancelled and nobody asked")
-        if row["state"] == "cancelled" and row["finished"] is not None:
-            late = [t for t in row["parts_started"] if t > row["finished"] + 1.0]
+        if row["state"] == "cancelled":
+            # No part starts once a node said it took the cancel, nor after the job ended.
+            seen = min(history.cancel_taken.get(job, float("inf")), row["finished"] or float("inf"))
+            late = [t for t in row["parts_started"] if t > seen + CANCEL_SLACK]
             if late:
-                outcome.fail(f"job {job}: {len(late)} parts started after it was cancelled")
+                outcome.fail(f"job {job}: {len(late)} parts started after its cancel was taken")
+
+
+def _imports(farm: Farm, jobs: dict[str, dict], outcome: Outcome) -> None:
+    """Each uploaded file saved all its good rows once, or none: all if one
+    of its jobs (a retry runs it again) succeeded, none if none did, and no
+    customer twice (an import run twice, or two runs at once, saves once)."""
+    tags: dict[str, list[str]] = {}
+    for row in jobs.values():
+        if row["kind"] == IMPORT_KIND:
+            tags.setdefault(row["params"]["name"].removesuffix(".csv"), []).append(row["state"])
+    if not tags:
+        return
+    counted = json.loads(
+        farm.shell(
+            "import json\nfrom reports.models import Customer\n"
+            f"tags = {sorted(tags)!r}\n"
+            "emails = Customer.objects.values_list('email', flat=True)\n"
+            "rows = {t: list(emails.filter(email__startswith=t + '-')) for t in tags}\n"
+            "print(json.dumps({t: [len(r), len(set(r))] for t, r in rows.items()}))"
+        )
+    )
+    good = imported_rows()
+    for tag, states in sorted(tags.items()):
+        saved, distinct = counted[tag]
+        if saved != distinct:
+            outcome.fail(f"import {tag}: {saved - distinct} customers saved twice")
+        if "succeeded" in states and distinct != good:
+            outcome.fail(f"import {tag} succeeded ({states}) with {distinct} customers saved of {good}")
+        if "succeeded" not in states and distinct not in (0, good):
+            outcome.fail(f"import {tag} ({states}) saved {distinct} customers: neither all nor none")
+    outcome.figures["imports (files), succeeded"] = [
+        len(tags),
+        sum(1 for states in tags.values() if "succeeded" in states),
+    ]
 
 
 def _browsers(farm: Farm, history: History, jobs: dict[str, dict], seed: int) -> dict[str, Browser]:
@@ -128,15 +187,22 @@ def _nodes_agree(jobs: dict[str, dict], browsers: dict[str, Browser], outcome: O
     for round_ in range(2):
         for job, row in jobs.items():
             for node in NODES:
-                answer = browsers[row["owner"]].once(node, "check", "GET", f"/progress/{job}/")
+                browser = browsers[row["owner"]]
+                # Sent again once, as a browser does, when a kept-alive
+                # connection the node closed meanwhile gives no answer.
+                answer = browser.once(node, "check", "GET", f"/progress/{job}/") or browser.once(
+                    node, "check", "GET", f"/progress/{job}/"
+                )
                 state = (
                     answer.json().get("state") if answer is not None and answer.status_code == 200 else None
                 )
                 if state != row["state"]:
+                    said = "no answer" if answer is None else f"{answer.status_code} {answer.text[:100]}"
                     outcome.fail(
-                        f"job {job}: {node} says {state!r}, the database {row['state']!r} (round {round_})"
+                        f"job {job}: {node} says {state!r} ({said}), the database {row['state']!r} "
+                        f"(round {round_})"
                     )
-        time.sleep(2)
+        time.sleep(1)
 
 
 def _csv(browser: Browser, url: str) -> list[tuple[str, ...]] | None:

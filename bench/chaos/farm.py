@@ -6,11 +6,15 @@ import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.harness import processes
+from tests.harness import full, processes
 
 WORKERS = ("w1", "w2", "w3")
 NODES = ("web1", "web2")
 NAME = "chaos"
+# memcached as the farm's docs say to run it: -M refuses a write when full
+# rather than evict a queued task or a vote. Small, so a fault fills it fast.
+MEMCACHED_MB = 64
+MEMCACHED_FLAGS = ["-M"]
 
 
 @dataclass
@@ -42,8 +46,22 @@ class Farm:
 
     def restart_memcached(self) -> None:
         self.memcached.stop(signal.SIGKILL)
-        self.memcached, _ = processes.memcached(self.dir, port=self.memcached_port)
+        self.memcached, _ = processes.memcached(
+            self.dir, port=self.memcached_port, memory_mb=MEMCACHED_MB, extra=MEMCACHED_FLAGS
+        )
         self.started.append(self.memcached)
+
+    def fill_memcached(self, seed: int, lasts: float) -> list[str]:
+        """Fill memcached until it refuses every size; returns the filler's
+        keys (they expire on their own soon after the fault's end)."""
+        return full.fill(self.memcached_address, seed=seed, expire=int(lasts) + 30)
+
+    def empty_memcached(self, keys: list[str]) -> None:
+        full.empty(self.memcached_address, keys)
+
+    @property
+    def memcached_address(self) -> str:
+        return f"127.0.0.1:{self.memcached_port}"
 
     def process(self, role: str, name: str) -> processes.Process:
         return (self.workers if role == "worker" else self.nodes)[name]

@@ -15,6 +15,7 @@ FAULTS = {
     "stall-worker": 2,
     "stall-web": 2,
     "restart-memcached": 1,
+    "fill-memcached": 1,
 }
 # Seconds between two faults' starts, and how long one lasts.
 GAP = (4.0, 12.0)
@@ -48,6 +49,8 @@ def schedule(seed: int, seconds: float) -> list[Fault]:
         lasts = round(rng.uniform(*LASTS), 1)
         if kind == "restart-memcached":
             target, lasts = "memcached", 0.0
+        elif kind == "fill-memcached":
+            target = "memcached"
         else:
             target = rng.choice(WORKERS if kind.endswith("worker") else NODES)
         if at + lasts > seconds - 5:
@@ -72,6 +75,7 @@ class Nemesis(threading.Thread):
         self.farm, self.faults, self.started = farm, faults, started
         self.lock = threading.Lock()
         self.windows: list[tuple[str, float, float]] = []  # (target, from, to), monotonic
+        self.kinds: list[tuple[str, float, float]] = []  # (kind, from, to), monotonic
         self.errors: list[str] = []
 
     def run(self) -> None:
@@ -86,11 +90,18 @@ class Nemesis(threading.Thread):
                 self.errors.append(f"{fault}: {exc!r}")
             with self.lock:
                 self.windows.append((fault.target, begun, time.monotonic()))
+                self.kinds.append((fault.kind, begun, time.monotonic()))
 
     def _inject(self, fault: Fault) -> None:
         farm, role = self.farm, "worker" if fault.target in WORKERS else "web"
         if fault.kind == "restart-memcached":
             farm.restart_memcached()
+        elif fault.kind == "fill-memcached":
+            filler = farm.fill_memcached(int(fault.at * 10), fault.lasts)
+            try:
+                time.sleep(fault.lasts)
+            finally:
+                farm.empty_memcached(filler)
         elif fault.kind.startswith("kill"):
             farm.signal(role, fault.target, signal.SIGKILL)
             time.sleep(fault.lasts)
@@ -109,7 +120,7 @@ class Nemesis(threading.Thread):
     def restarts(self) -> list[float]:
         """When memcached was restarted (monotonic)."""
         with self.lock:
-            return [start for target, start, _ in self.windows if target == "memcached"]
+            return [start for kind, start, _ in self.kinds if kind == "restart-memcached"]
 
     def faulted(self, target: str, begun: float, ended: float) -> bool:
         """Whether `target` was down or stalled at some moment of [begun, ended]."""

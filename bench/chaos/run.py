@@ -6,10 +6,11 @@ import shutil
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench.chaos.checker import Outcome, check
-from bench.chaos.farm import NODES, WORKERS, Farm, farm_env
+from bench.chaos.farm import MEMCACHED_FLAGS, MEMCACHED_MB, NODES, WORKERS, Farm, farm_env
 from bench.chaos.nemesis import Nemesis, schedule
 from bench.chaos.workload import FOLLOW_AT_MOST, USERS, History, user_loop, voter_loop
 from tests.harness import processes
@@ -26,34 +27,8 @@ def run(seed: int, minutes: float, keep: Path | None = None) -> Outcome:
     outcome = Outcome()
     try:
         with processes.postgres_database("chaos") as database, processes.stopped_after() as started:
-            mc, address = processes.memcached(base)
-            started.append(mc)
-            env = farm_env(base, address, database)
-            processes.manage(env, "migrate", "--no-input", "-v", "0")
-            processes.manage(env, "seed_demo", "-v", "0")
-            farm = Farm(base, env, mc, int(address.rsplit(":", 1)[1]), started=started)
-            farm.shell(
-                "from django.contrib.auth import get_user_model\nusers = get_user_model().objects\n"
-                + f"pw = {env['DEMO_PASSWORD']!r}\n"
-                + "".join(
-                    f"users.filter(username={u!r}).exists() or users.create_user({u!r}, password=pw)\n"
-                    for u in USERS
-                )
-                + "print('ok')"
-            )
-            poll, choices = json.loads(
-                farm.shell(
-                    "import json\nfrom webfarm.polls.models import Poll\n"
-                    "p = Poll.objects.create(question='Chaos?')\n"
-                    "ids = [p.choices.create(text=t, position=i).id for i, t in enumerate('ab')]\n"
-                    "print(json.dumps([p.id, ids]))"
-                )
-            )
-            for node in NODES:
-                farm.start_node(node)
-            started.append(processes.celery_beat(env, base, "beat"))
-            for worker in WORKERS:
-                farm.start_worker(worker)
+            with outcome.timed("setup"):
+                farm, poll, choices = _farm(base, database, started)
             history = History()
             begun = time.monotonic()
             until = begun + seconds
@@ -74,8 +49,9 @@ def run(seed: int, minutes: float, keep: Path | None = None) -> Outcome:
             for loop in loops:
                 loop.join(timeout=max(0.0, until - time.monotonic()) + FOLLOW_AT_MOST)
             offsets = {name: farm.workers[name].log_path.stat().st_size for name in WORKERS}
+            outcome.figures.setdefault("seconds", {})["workload"] = round(time.monotonic() - begun, 1)
             print(f"workload over after {time.monotonic() - begun:.0f} s; checking", flush=True)
-            outcome = check(farm, history, nemesis, offsets, seed)
+            check(farm, history, nemesis, offsets, seed, outcome)
     finally:
         if keep is not None and outcome.violations:
             shutil.copytree(
@@ -83,6 +59,40 @@ def run(seed: int, minutes: float, keep: Path | None = None) -> Outcome:
             )
         shutil.rmtree(base, ignore_errors=True)
     return outcome
+
+
+def _farm(base: Path, database: str, started: list[processes.Process]) -> tuple[Farm, int, list[int]]:
+    """The farm, its users and a poll to vote in; its processes started at once."""
+    mc, address = processes.memcached(base, memory_mb=MEMCACHED_MB, extra=MEMCACHED_FLAGS)
+    started.append(mc)
+    env = farm_env(base, address, database)
+    processes.manage(env, "migrate", "--no-input", "-v", "0")
+    farm = Farm(base, env, mc, int(address.rsplit(":", 1)[1]), started=started)
+    users = "".join(
+        f"users.filter(username={u!r}).exists() or users.create_user({u!r}, password=pw)\n" for u in USERS
+    )
+    # seed_demo's orders and the chaos users and poll in one shell: each manage.py starts Django anew.
+    poll, choices = json.loads(
+        farm.shell(
+            "import json\nfrom django.core.management import call_command\n"
+            "call_command('seed_demo', verbosity=0)\n"
+            "from django.contrib.auth import get_user_model\nusers = get_user_model().objects\n"
+            f"pw = {env['DEMO_PASSWORD']!r}\n{users}"
+            "from webfarm.polls.models import Poll\n"
+            "p = Poll.objects.create(question='Chaos?')\n"
+            "ids = [p.choices.create(text=t, position=i).id for i, t in enumerate('ab')]\n"
+            "print(json.dumps([p.id, ids]))"
+        )
+    )
+    for node in NODES:  # chosen one after another: two at once could be given the same port
+        farm.ports[node] = processes.free_port()
+    starts = [lambda node=node: farm.start_node(node) for node in NODES]
+    starts += [lambda worker=worker: farm.start_worker(worker) for worker in WORKERS]
+    starts.append(lambda: started.append(processes.celery_beat(env, base, "beat")))
+    with ThreadPoolExecutor(len(starts)) as pool:
+        for done in [pool.submit(start) for start in starts]:
+            done.result()
+    return farm, poll, choices
 
 
 def report(seed: int, outcome: Outcome) -> str:

@@ -18,6 +18,12 @@ REPORTS = [
     ("return-rates", {"date_from": "2024-01-01", "date_to": "2025-12-31", "min_units": "10"}),
 ]
 USERS = ("alice", "bob", "carol", "dave")
+# A user's start is a customer import this often: a CSV of IMPORT_ROWS rows,
+# every REJECT_EVERY-th one rejected (a region no one has).
+IMPORT_SHARE = 0.15
+IMPORT_ROWS = 6000
+REJECT_EVERY = 10
+IMPORT_KIND = "customer-import"
 CANCEL_SHARE = 0.2
 POLL_EVERY = 0.3
 # A request that waits longer than this is the farm's failure, unless its node
@@ -45,6 +51,8 @@ class History:
     calls: list[Call] = field(default_factory=list)
     accepted: dict[str, tuple[str, str, dict]] = field(default_factory=dict)  # job: (user, kind, params)
     cancel_asked: dict[str, float] = field(default_factory=dict)  # job: when (monotonic)
+    # job: when a node answered that it took the cancel (wall clock, as the database's times)
+    cancel_taken: dict[str, float] = field(default_factory=dict)
     votes_accepted: list[float] = field(default_factory=list)  # when (monotonic)
     votes_unanswered: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -97,6 +105,7 @@ class Browser:
                 time.monotonic() - began,
                 response.status_code,
                 retry_after="Retry-After" in response.headers,
+                error=response.text[:200] if response.status_code >= 400 else "",
             )
         )
         return response
@@ -119,9 +128,17 @@ def user_loop(farm: Farm, user: str, history: History, seed: int, until: float) 
     browser = Browser(farm, user, history, rng)
     if not browser.login(until):
         return
+    uploads = 0
     while time.monotonic() < until:
-        kind, params = rng.choice(REPORTS)
-        response = browser.call("start", "POST", f"/reports/{kind}/", data=params)
+        if rng.random() < IMPORT_SHARE:
+            uploads += 1
+            tag = f"chaos{seed}-{user}-{uploads}"
+            kind, params = IMPORT_KIND, {"name": f"{tag}.csv"}
+            files = {"file": (f"{tag}.csv", customers_csv(tag), "text/csv")}
+            response = browser.call("start", "POST", "/imports/", files=files)
+        else:
+            kind, params = rng.choice(REPORTS)
+            response = browser.call("start", "POST", f"/reports/{kind}/", data=params)
         if response is None or response.status_code != 202:
             time.sleep(1.0)  # refused (limits, memcached away) or no node answered: later
             continue
@@ -134,12 +151,30 @@ def user_loop(farm: Farm, user: str, history: History, seed: int, until: float) 
             if cancel_at is not None and time.monotonic() >= cancel_at:
                 with history.lock:
                     history.cancel_asked[job] = time.monotonic()
-                browser.call("cancel", "POST", f"/progress/{job}/cancel/")
+                answer = browser.call("cancel", "POST", f"/progress/{job}/cancel/")
+                if answer is not None and answer.status_code in (200, 202):
+                    with history.lock:
+                        history.cancel_taken[job] = time.time()
                 cancel_at = None
             polled = browser.call("poll", "GET", f"/progress/{job}/")
             if polled is not None and polled.status_code == 200 and polled.json().get("final"):
                 break
             time.sleep(POLL_EVERY)
+
+
+def customers_csv(tag: str) -> bytes:
+    """IMPORT_ROWS customers whose e-mail addresses start with the tag (the
+    checker counts them), every REJECT_EVERY-th row in no region."""
+    lines = ["name,email,region,joined_on"]
+    for i in range(IMPORT_ROWS):
+        region = "Atlantis" if i % REJECT_EVERY == 0 else "North"
+        lines.append(f"Customer {i},{tag}-{i}@example.com,{region},2024-03-01")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def imported_rows() -> int:
+    """The rows of customers_csv() an import keeps."""
+    return IMPORT_ROWS - len(range(0, IMPORT_ROWS, REJECT_EVERY))
 
 
 def voter_loop(farm: Farm, poll: int, choices: list[int], history: History, seed: int, until: float) -> None:
