@@ -182,6 +182,14 @@ if CELERY_BROKER_URL.startswith("memcached://"):
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "servers": _broker_servers,
         "visibility_timeout": env_int("CELERY_BROKER_VISIBILITY_TIMEOUT", 60),
+        # A connection is made only once memcached answers (the transport asks).
+        # A sender (a web request) tries three times within a second, as Celery's
+        # publish retries do, then answers 503; a worker retries with Celery's
+        # own back-off (broker_connection_max_retries), whatever these say.
+        "max_retries": 2,
+        "interval_start": 0,
+        "interval_step": 0.2,
+        "interval_max": 0.2,
     }
 # Celery reads CELERY_BROKER_URL from the environment itself, ahead of these
 # settings, and kombu cannot parse the memcached forms above (no host, or a

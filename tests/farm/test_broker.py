@@ -256,3 +256,30 @@ def test_a_worker_polling_a_full_memcached_lives_and_takes_tasks_once_there_is_r
         broker.send("brokertest.stamp", after)
         wait_for(lambda: broker.notes(after), timeout=60, what="a task once the broker has room again")
         assert worker.alive()
+
+
+def test_a_worker_waits_out_an_absent_broker_with_back_off_and_no_restart_loop(tmp_path):
+    """The broker's memcached gone for seconds: the worker says it cannot
+    connect and tries again later, as Celery does with any broker. Found by
+    the chaos run on hosts: the transport said "Connected" without asking
+    memcached, the first poll failed, and the consumer restarted five times
+    a second (CRITICAL "Frequent restarts detected") for the whole outage."""
+    with processes.stopped_after() as started:
+        broker, worker, broker_mc, broker_address = _broker_apart(tmp_path, started, "patient")
+        broker_mc.stop(signal.SIGKILL)
+        wait_for(
+            lambda: worker.log().count("Cannot connect to memcached") >= 2,
+            timeout=30,
+            what="the worker to retry its connection with a pause between tries",
+        )
+        log = worker.log()
+        assert "Frequent restarts" not in log
+        assert log.count("Connection to broker lost") == 1, log[-3000:]
+
+        port = int(broker_address.rsplit(":", 1)[1])
+        revived, _ = processes.memcached(tmp_path, port=port)
+        started.append(revived)
+        after = uuid.uuid4().hex
+        broker.send("brokertest.stamp", after)
+        wait_for(lambda: broker.notes(after), timeout=60, what="a task once memcached is back")
+        assert worker.alive()

@@ -30,6 +30,7 @@ from kombu.utils.url import parse_url
 from webfarm.core.client import StableHashClient, build_client
 from webfarm.core.conf import get_config as memcached_config
 from webfarm.queues.exceptions import ClaimLost, QueueError, QueueFull, QueueUnavailable
+from webfarm.queues.layout import memcached_errors
 from webfarm.queues.names import MAX_NAME, validate_name
 from webfarm.queues.queue import Message, Queue
 
@@ -301,6 +302,15 @@ class Transport(virtual.Transport):
 
     def driver_version(self) -> str:
         return "1"
+
+    def establish_connection(self) -> Any:
+        # Connected means memcached answered. A connection made without asking
+        # failed at its first poll, and the consumer restarted in a loop, five
+        # times a second (RestartFreqExceeded), for as long as memcached was
+        # away; now kombu retries the connection with its back-off.
+        with memcached_errors():
+            self.ring.ping()
+        return super().establish_connection()
 
     def drain_events(self, connection: Any, timeout: float | None = None) -> None:
         """Poll again at once after a delivery, then back off from 1 ms to

@@ -45,6 +45,12 @@ class StableHashClient(HashClient):
                 return [], [], exc
         return [key for key in values if key not in failed], failed, None
 
+    def ping(self) -> None:
+        """Every server answers, or its error is raised: at once, with no
+        try, for a server that is down (webfarm.core.health)."""
+        for client in self.clients.values():
+            _guarded(client, client.version)()
+
     def close(self) -> None:
         # Closing needs no server: a down one must not refuse it.
         for client in self.clients.values():
