@@ -1,5 +1,6 @@
-"""python -m bench.chaos --seed N --minutes M: one chaos run; exits 1 when
-the checker finds a violation (bench/chaos/__init__.py says what runs)."""
+"""python -m bench.chaos --seed N --minutes M [--hosts]: one chaos run;
+exits 1 when the checker finds a violation (bench/chaos/__init__.py says
+what runs)."""
 
 import argparse
 import signal
@@ -19,8 +20,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seed", type=int, default=int(time.time()) % 100_000)
     parser.add_argument("--minutes", type=float, default=5.0)
+    parser.add_argument(
+        "--hosts", action="store_true", help="each process on a test host of its own, and network faults"
+    )
     args = parser.parse_args()
-    outcome = run(args.seed, args.minutes, keep=ROOT / "var" / "chaos")
+    outcome = run(args.seed, args.minutes, keep=ROOT / "var" / "chaos", network=args.hosts)
     print(report(args.seed, outcome), flush=True)
     sys.exit(1 if outcome.violations else 0)
 

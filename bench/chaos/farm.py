@@ -1,12 +1,15 @@
-"""The chaos run's farm: real processes on the loopback, each of which the
-nemesis may kill, stall or restart where it was."""
+"""The chaos run's farm: real processes, each of which the nemesis may
+kill, stall or restart where it was. On the loopback, or with `lan` each on
+a host of its own (tests/harness/hosts.py), where the nemesis also unplugs
+hosts and cuts paths."""
 
 import os
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.harness import full, processes
+from tests.harness import full, hosts, processes
 
 WORKERS = ("w1", "w2", "w3")
 NODES = ("web1", "web2")
@@ -15,6 +18,10 @@ NAME = "chaos"
 # rather than evict a queued task or a vote. Small, so a fault fills it fast.
 MEMCACHED_MB = 64
 MEMCACHED_FLAGS = ["-M"]
+# The hosts of a run with network faults; the run's own threads are the client.
+HOSTS = {"web1": 11, "web2": 12, "memcached": 21, "w1": 31, "w2": 32, "w3": 33, "db": 40, "client": 100}
+# Beat, the reaper's clock, runs beside a web node (as deploy/ puts it).
+BEAT_HOST = "web2"
 
 
 @dataclass
@@ -27,28 +34,43 @@ class Farm:
     ports: dict[str, int] = field(default_factory=dict)
     workers: dict[str, processes.Process] = field(default_factory=dict)
     started: list[processes.Process] = field(default_factory=list)
+    lan: hosts.Lan | None = None
+
+    def address(self, host: str) -> str:
+        return self.lan.addresses[host] if self.lan else "127.0.0.1"
+
+    def on(self, host: str) -> Callable[[list[str]], list[str]]:
+        return on(self.lan, host)
 
     def url(self, node: str) -> str:
-        return f"http://127.0.0.1:{self.ports[node]}"
+        return f"http://{self.address(node)}:{self.ports[node]}"
 
     def start_node(self, name: str) -> None:
         port = self.ports.setdefault(name, processes.free_port())
-        process, _ = processes.gunicorn(self.env, self.dir, name, port=port, access_log=False)
+        process, _ = processes.gunicorn(
+            self.env,
+            self.dir,
+            name,
+            port=port,
+            access_log=False,
+            listen=self.address(name),
+            wrap=self.on(name),
+        )
         self.nodes[name] = process
         self.started.append(process)
 
     def start_worker(self, name: str) -> None:
         # Its own queue too: the checker sends it a task there (PROBE_TASK).
         queues = f"{NAME},{own_queue(name)}"
-        process = processes.celery_worker(self.env, self.dir, name, concurrency=1, queues=queues)
+        process = processes.celery_worker(
+            self.env, self.dir, name, concurrency=1, queues=queues, wrap=self.on(name)
+        )
         self.workers[name] = process
         self.started.append(process)
 
     def restart_memcached(self) -> None:
         self.memcached.stop(signal.SIGKILL)
-        self.memcached, _ = processes.memcached(
-            self.dir, port=self.memcached_port, memory_mb=MEMCACHED_MB, extra=MEMCACHED_FLAGS
-        )
+        self.memcached, _ = start_memcached(self.dir, self.lan, port=self.memcached_port)
         self.started.append(self.memcached)
 
     def fill_memcached(self, seed: int, lasts: float) -> list[str]:
@@ -61,7 +83,7 @@ class Farm:
 
     @property
     def memcached_address(self) -> str:
-        return f"127.0.0.1:{self.memcached_port}"
+        return f"{self.address('memcached')}:{self.memcached_port}"
 
     def process(self, role: str, name: str) -> processes.Process:
         return (self.workers if role == "worker" else self.nodes)[name]
@@ -79,7 +101,26 @@ def own_queue(worker: str) -> str:
     return f"{NAME}-{worker}"
 
 
-def farm_env(base: Path, address: str, database: str) -> dict:
+def on(lan: hosts.Lan | None, host: str) -> Callable[[list[str]], list[str]]:
+    """What runs a command on `host` (on the loopback: the command itself)."""
+    return (lambda argv: lan.command(host, argv)) if lan else list
+
+
+def start_memcached(
+    base: Path, lan: hosts.Lan | None, port: int | None = None
+) -> tuple[processes.Process, str]:
+    return processes.memcached(
+        base,
+        port=port,
+        memory_mb=MEMCACHED_MB,
+        extra=MEMCACHED_FLAGS,
+        listen=lan.addresses["memcached"] if lan else "127.0.0.1",
+        wrap=on(lan, "memcached"),
+    )
+
+
+def farm_env(base: Path, address: str, database: str, lan: hosts.Lan | None = None) -> dict:
+    nodes = {"DJANGO_ALLOWED_HOSTS": ",".join(lan.addresses[node] for node in NODES)} if lan else {}
     return processes.one_memcached_env(
         base,
         address,
@@ -95,6 +136,7 @@ def farm_env(base: Path, address: str, database: str) -> dict:
         LIMITS_REPORTS_PER_USER=3,
         LIMITS_REPORTS_PER_KIND=6,
         POLLS_FLUSH_EVERY=1,
-        POLLS_ANONYMOUS_PER_ADDRESS=10_000_000,  # every voter comes from 127.0.0.1 here
+        POLLS_ANONYMOUS_PER_ADDRESS=10_000_000,  # every voter comes from one address here
         ACTIVITY_DRAIN_EVERY=1,
+        **nodes,
     )

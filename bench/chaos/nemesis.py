@@ -17,6 +17,16 @@ FAULTS = {
     "restart-memcached": 1,
     "fill-memcached": 1,
 }
+# Added where each process runs on a host of its own (run(network=True)).
+NETWORK_FAULTS = {
+    "unplug-worker": 2,  # its cable out: tasks, heartbeats and the database go silent at once
+    "unplug-web": 1,
+    "unplug-memcached": 1,  # every key kept, nobody reaches it
+    "cut-worker": 1,  # the worker alone loses its way to memcached, not to the database
+    "cut-web": 1,
+}
+# A node cut off from memcached still answers, in time: its requests are not excused.
+STILL_ANSWERS = {"cut-web"}
 # Seconds between two faults' starts, and how long one lasts.
 GAP = (4.0, 12.0)
 LASTS = (2.0, 8.0)
@@ -35,21 +45,22 @@ class Fault:
         return f"{self.at:7.1f}s  {self.kind:<18} {self.target:<10} {self.lasts:4.1f}s"
 
 
-def schedule(seed: int, seconds: float) -> list[Fault]:
+def schedule(seed: int, seconds: float, *, network: bool = False) -> list[Fault]:
     """The faults of a run of `seconds`, from the seed alone: every one
-    healed before the run's end."""
+    healed before the run's end. `network`: network faults too."""
     rng = random.Random(seed)
     faults: list[Fault] = []
     busy: dict[str, float] = {}
     last_memcached = -MEMCACHED_EVERY
     at = rng.uniform(*GAP)
-    kinds, weights = list(FAULTS), list(FAULTS.values())
+    faults_of = FAULTS | NETWORK_FAULTS if network else FAULTS
+    kinds, weights = list(faults_of), list(faults_of.values())
     while True:
         kind = rng.choices(kinds, weights)[0]
         lasts = round(rng.uniform(*LASTS), 1)
         if kind == "restart-memcached":
             target, lasts = "memcached", 0.0
-        elif kind == "fill-memcached":
+        elif kind.endswith("memcached"):
             target = "memcached"
         else:
             target = rng.choice(WORKERS if kind.endswith("worker") else NODES)
@@ -77,35 +88,41 @@ class Nemesis(threading.Thread):
         self.windows: list[tuple[str, float, float]] = []  # (target, from, to), monotonic
         self.kinds: list[tuple[str, float, float]] = []  # (kind, from, to), monotonic
         self.errors: list[str] = []
+        self.halted = threading.Event()
 
     def run(self) -> None:
         for fault in self.faults:
             delay = self.started + fault.at - time.monotonic()
-            if delay > 0:
-                time.sleep(delay)
+            if self.halted.wait(max(delay, 0.0)):
+                return
             begun = time.monotonic()
             try:
                 self._inject(fault)
             except Exception as exc:  # a fault that could not be healed is the run's failure
                 self.errors.append(f"{fault}: {exc!r}")
             with self.lock:
-                self.windows.append((fault.target, begun, time.monotonic()))
+                if fault.kind not in STILL_ANSWERS:
+                    self.windows.append((fault.target, begun, time.monotonic()))
                 self.kinds.append((fault.kind, begun, time.monotonic()))
 
     def _inject(self, fault: Fault) -> None:
         farm, role = self.farm, "worker" if fault.target in WORKERS else "web"
-        if fault.kind == "restart-memcached":
+        if fault.kind.startswith(("unplug", "cut")):
+            self._network(fault)
+        elif fault.kind == "restart-memcached":
             farm.restart_memcached()
         elif fault.kind == "fill-memcached":
             filler = farm.fill_memcached(int(fault.at * 10), fault.lasts)
             try:
-                time.sleep(fault.lasts)
+                self.halted.wait(fault.lasts)
             finally:
                 farm.empty_memcached(filler)
         elif fault.kind.startswith("kill"):
             farm.signal(role, fault.target, signal.SIGKILL)
-            time.sleep(fault.lasts)
+            self.halted.wait(fault.lasts)
             farm.process(role, fault.target).stop()
+            if self.halted.is_set():
+                return  # the run is over: nothing is started that its cleanup has passed
             if role == "worker":
                 farm.start_worker(fault.target)
             else:
@@ -113,9 +130,32 @@ class Nemesis(threading.Thread):
         else:
             farm.signal(role, fault.target, signal.SIGSTOP)
             try:
-                time.sleep(fault.lasts)
+                self.halted.wait(fault.lasts)
             finally:
                 farm.signal(role, fault.target, signal.SIGCONT)
+
+    def halt(self) -> None:
+        """Stop at once, healing the fault under way: before the run stops its
+        processes, so none is started again behind its cleanup."""
+        self.halted.set()
+        if self.is_alive():
+            self.join(timeout=120)
+
+    def _network(self, fault: Fault) -> None:
+        lan = self.farm.lan
+        assert lan is not None, f"{fault.kind} needs a farm of hosts"
+        if fault.kind.startswith("unplug"):
+            lan.unplug(fault.target)
+            try:
+                self.halted.wait(fault.lasts)
+            finally:
+                lan.plug(fault.target)
+        else:
+            lan.cut(fault.target, "memcached")
+            try:
+                self.halted.wait(fault.lasts)
+            finally:
+                lan.mend(fault.target, "memcached")
 
     def restarts(self) -> list[float]:
         """When memcached was restarted (monotonic)."""

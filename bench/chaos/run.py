@@ -2,37 +2,52 @@
 once, then the checker."""
 
 import json
+import os
 import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from bench.chaos.checker import Outcome, check
-from bench.chaos.farm import MEMCACHED_FLAGS, MEMCACHED_MB, NODES, WORKERS, Farm, farm_env
+from bench.chaos.farm import BEAT_HOST, HOSTS, NODES, WORKERS, Farm, farm_env, on, start_memcached
 from bench.chaos.nemesis import Nemesis, schedule
 from bench.chaos.workload import FOLLOW_AT_MOST, USERS, History, user_loop, voter_loop
-from tests.harness import processes
+from tests.harness import hosts, processes
+
+DATABASE = "chaos"
 
 
-def run(seed: int, minutes: float, keep: Path | None = None) -> Outcome:
-    """One run. `keep`: where the processes' logs are copied when it fails."""
+def run(seed: int, minutes: float, keep: Path | None = None, *, network: bool = False) -> Outcome:
+    """One run. `keep`: where the processes' logs are copied when it fails;
+    `network`: each process on a host of its own, and network faults."""
     seconds = minutes * 60
-    faults = schedule(seed, seconds)
-    print(f"chaos run: seed {seed}, {minutes:g} minutes, {len(faults)} faults", flush=True)
+    faults = schedule(seed, seconds, network=network)
+    where = "on hosts" if network else "on the loopback"
+    print(f"chaos run {where}: seed {seed}, {minutes:g} minutes, {len(faults)} faults", flush=True)
     for fault in faults:
         print(f"  {fault}", flush=True)
     base = Path(tempfile.mkdtemp(prefix="chaos-"))
     outcome = Outcome()
     try:
-        with processes.postgres_database("chaos") as database, processes.stopped_after() as started:
+        with ExitStack() as stack:
+            lan = None
+            if network:
+                lan = stack.enter_context(hosts.lan(HOSTS))
+                # This thread, the threads it starts and their subprocesses are the client host.
+                stack.enter_context(lan.inside("client"))
+            database = stack.enter_context(_database(lan))
+            started = stack.enter_context(processes.stopped_after())
             with outcome.timed("setup"):
-                farm, poll, choices = _farm(base, database, started)
+                farm, poll, choices = _farm(base, database, started, lan)
             history = History()
             begun = time.monotonic()
             until = begun + seconds
             nemesis = Nemesis(farm, faults, begun)
+            stack.callback(nemesis.halt)  # on any way out, before the processes are stopped
             loops = [
                 threading.Thread(target=user_loop, args=(farm, user, history, seed, until), daemon=True)
                 for user in USERS
@@ -61,13 +76,35 @@ def run(seed: int, minutes: float, keep: Path | None = None) -> Outcome:
     return outcome
 
 
-def _farm(base: Path, database: str, started: list[processes.Process]) -> tuple[Farm, int, list[int]]:
+@contextmanager
+def _database(lan: hosts.Lan | None) -> Iterator[str]:
+    """A new PostgreSQL database: on the run's server, or on the `db` host."""
+    if lan is None:
+        with processes.postgres_database(DATABASE) as url:
+            yield url
+        return
+    # Not in the run's directory: the postgres user must be able to enter it.
+    db_dir = Path(tempfile.mkdtemp(prefix="chaos-db-"))
+    address = lan.addresses["db"]
+    with processes.stopped_after(db_dir) as started:
+        trust = f"{hosts.SUBNET}.0/{hosts.PREFIX}"
+        started.append(
+            processes.start_postgres(db_dir, listen=address, port=5432, trust=trust, wrap=on(lan, "db"))
+        )
+        createdb = ["runuser", "-u", "postgres", "--", "createdb", "-h", str(db_dir), DATABASE]
+        lan.run("db", createdb, env=dict(os.environ))
+        yield f"postgresql://postgres@{address}:5432/{DATABASE}"
+
+
+def _farm(
+    base: Path, database: str, started: list[processes.Process], lan: hosts.Lan | None
+) -> tuple[Farm, int, list[int]]:
     """The farm, its users and a poll to vote in; its processes started at once."""
-    mc, address = processes.memcached(base, memory_mb=MEMCACHED_MB, extra=MEMCACHED_FLAGS)
+    mc, address = start_memcached(base, lan)
     started.append(mc)
-    env = farm_env(base, address, database)
+    env = farm_env(base, address, database, lan)
     processes.manage(env, "migrate", "--no-input", "-v", "0")
-    farm = Farm(base, env, mc, int(address.rsplit(":", 1)[1]), started=started)
+    farm = Farm(base, env, mc, int(address.rsplit(":", 1)[1]), started=started, lan=lan)
     users = "".join(
         f"users.filter(username={u!r}).exists() or users.create_user({u!r}, password=pw)\n" for u in USERS
     )
@@ -88,7 +125,7 @@ def _farm(base: Path, database: str, started: list[processes.Process]) -> tuple[
         farm.ports[node] = processes.free_port()
     starts = [lambda node=node: farm.start_node(node) for node in NODES]
     starts += [lambda worker=worker: farm.start_worker(worker) for worker in WORKERS]
-    starts.append(lambda: started.append(processes.celery_beat(env, base, "beat")))
+    starts.append(lambda: started.append(processes.celery_beat(env, base, "beat", wrap=farm.on(BEAT_HOST))))
     with ThreadPoolExecutor(len(starts)) as pool:
         for done in [pool.submit(start) for start in starts]:
             done.result()

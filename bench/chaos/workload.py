@@ -96,6 +96,7 @@ class Browser:
                 Call(self.user, node, what, began, time.monotonic() - began, None, error=repr(exc))
             )
             return None
+        self._one_site()
         self.history.add(
             Call(
                 self.user,
@@ -109,6 +110,16 @@ class Browser:
             )
         )
         return response
+
+    def _one_site(self) -> None:
+        """The nodes are one site (behind a balancer's one name in a real
+        farm): a cookie a node sets is sent to every node. On hosts each node
+        has an address of its own, and the jar would keep one per address."""
+        jar = self.session.cookies
+        for cookie in list(jar):
+            if cookie.domain:
+                jar.clear(cookie.domain, cookie.path, cookie.name)
+                jar.set(cookie.name, cookie.value, path=cookie.path)
 
     def login(self, until: float) -> bool:
         while time.monotonic() < until:

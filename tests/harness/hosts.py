@@ -40,7 +40,7 @@ def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
 
 
-def _namespaces() -> list[str]:
+def namespaces() -> list[str]:
     out = subprocess.run(["ip", "netns", "list"], check=True, capture_output=True, text=True).stdout
     return [line.split()[0] for line in out.splitlines() if line.strip()]
 
@@ -61,7 +61,7 @@ def remove_leftovers() -> list[str]:
     """Remove the namespaces of runs whose process is gone (killed before
     they could clean up); the names removed."""
     removed = []
-    for name in _namespaces():
+    for name in namespaces():
         match = _OURS.match(name)
         if match and not Path(f"/proc/{match.group(1)}").exists():
             _remove(name)

@@ -221,13 +221,21 @@ def stopped_after(scratch: Path | None = None) -> Iterator[list[Process]]:
 
 
 def memcached(
-    log_dir: Path, *, port: int | None = None, memory_mb: int = 64, extra: list[str] | None = None
+    log_dir: Path,
+    *,
+    port: int | None = None,
+    memory_mb: int = 64,
+    extra: list[str] | None = None,
+    listen: str = "127.0.0.1",
+    wrap: Callable[[list[str]], list[str]] = list,
 ) -> tuple[Process, str]:
+    """memcached on `listen`; `wrap` turns its command into the one to run
+    (on a test host: tests/harness/hosts.py)."""
     port = port or free_port()
     argv = [
         shutil.which("memcached") or "memcached",
         "-l",
-        "127.0.0.1",
+        listen,
         "-p",
         str(port),
         "-U",
@@ -238,11 +246,11 @@ def memcached(
     ]
     if os.geteuid() == 0:
         argv += ["-u", "root"]
-    process = Process(f"memcached-{port}", argv, log_dir=log_dir).start()
-    address = f"127.0.0.1:{port}"
+    process = Process(f"memcached-{port}", wrap(argv), log_dir=log_dir).start()
+    address = f"{listen}:{port}"
 
     def version() -> bytes:
-        client = Client(("127.0.0.1", port), connect_timeout=0.2, timeout=1)
+        client = Client((listen, port), connect_timeout=0.2, timeout=1)
         try:
             return client.version()
         finally:
@@ -300,6 +308,7 @@ def celery_worker(
     concurrency: int = 2,
     include: str | None = None,
     queues: str | None = None,
+    wrap: Callable[[list[str]], list[str]] = list,
 ) -> Process:
     """A real `celery worker` on env's broker and CELERY_TASK_DEFAULT_QUEUE
     (or `queues`, comma-separated), started and ready."""
@@ -321,7 +330,7 @@ def celery_worker(
     ]
     if include:
         argv += ["--include", include]
-    process = Process(name, argv, log_dir=log_dir, env=with_secret_key(env)).start()
+    process = Process(name, wrap(argv), log_dir=log_dir, env=with_secret_key(env)).start()
     wait_for(
         lambda: " ready." in process.log() or not process.alive(), timeout=60, what=f"celery worker {name}"
     )
@@ -340,6 +349,8 @@ def gunicorn(
     access_log: bool = True,
     workers: int = 2,
     threads: int = 2,
+    listen: str = "127.0.0.1",
+    wrap: Callable[[list[str]], list[str]] = list,
 ) -> tuple[Process, str]:
     """gunicorn -w 2 --threads 2 (or `workers` x `threads`) on a free port,
     started and answering; `access_log`: a line per request in its log
@@ -349,7 +360,7 @@ def gunicorn(
         str(BIN / "gunicorn"),
         app,
         "-b",
-        f"127.0.0.1:{port}",
+        f"{listen}:{port}",
         "-w",
         str(workers),
         "--threads",
@@ -358,8 +369,8 @@ def gunicorn(
         "--graceful-timeout",
         "5",
     ]
-    process = Process(name, argv, log_dir=log_dir, env=with_secret_key(env)).start()
-    base = f"http://127.0.0.1:{port}"
+    process = Process(name, wrap(argv), log_dir=log_dir, env=with_secret_key(env)).start()
+    base = f"http://{listen}:{port}"
     wait_for(
         lambda: requests.get(f"{base}{ready_path}", timeout=2).status_code == 200 or not process.alive(),
         timeout=60,
@@ -369,7 +380,9 @@ def gunicorn(
     return process, base
 
 
-def celery_beat(env: dict, log_dir: Path, name: str = "beat") -> Process:
+def celery_beat(
+    env: dict, log_dir: Path, name: str = "beat", *, wrap: Callable[[list[str]], list[str]] = list
+) -> Process:
     """A real `celery beat` sending the settings' periodic tasks on env's broker."""
     argv = [
         str(BIN / "celery"),
@@ -381,7 +394,7 @@ def celery_beat(env: dict, log_dir: Path, name: str = "beat") -> Process:
         "--schedule",
         str(log_dir / f"{name}.db"),
     ]
-    process = Process(name, argv, log_dir=log_dir, env=with_secret_key(env)).start()
+    process = Process(name, wrap(argv), log_dir=log_dir, env=with_secret_key(env)).start()
     wait_for(lambda: "beat: Starting" in process.log() or not process.alive(), timeout=60, what="celery beat")
     assert process.alive(), process.log()
     return process

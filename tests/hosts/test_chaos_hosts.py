@@ -1,0 +1,31 @@
+"""A short chaos run on hosts (bench/chaos --hosts): each process of the
+farm on a test host of its own (tests/harness/hosts.py), and among the
+faults a seed picks, hosts unplugged and paths to memcached cut; every
+invariant of issue 31 checked afterwards. The loopback run is
+tests/farm/test_chaos.py; the long runs are in docs/testing.md."""
+
+import os
+
+import pytest
+
+from bench.chaos.nemesis import NETWORK_FAULTS, schedule
+from bench.chaos.run import report, run
+from tests.harness import hosts
+
+pytestmark = pytest.mark.farm
+
+SEED = 4488  # every network fault in 75 s
+MINUTES = 75 / 60
+
+
+def test_a_short_chaos_run_on_hosts_keeps_every_invariant():
+    faults = schedule(SEED, MINUTES * 60, network=True)
+    assert set(NETWORK_FAULTS) <= {f.kind for f in faults}
+    outcome = run(SEED, MINUTES, network=True)
+    print(report(SEED, outcome))
+    assert not outcome.violations, report(SEED, outcome)
+    assert outcome.figures["results compared with a quiet farm's"] > 0
+    assert outcome.figures["job states"].get("succeeded", 0) > 5
+    assert outcome.figures["imports (files), succeeded"][1] > 0
+    # Every namespace the run made is gone with it.
+    assert not [name for name in hosts.namespaces() if name.startswith(f"wf{os.getpid()}-")]
