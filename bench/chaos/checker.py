@@ -124,6 +124,11 @@ def _jobs(jobs: dict[str, dict], history: History, outcome: Outcome) -> None:
     outcome.figures["lost, and why"] = {
         job: row["error"][:120] for job, row in jobs.items() if row["state"] == "lost"
     }
+    failed: dict[str, int] = {}
+    for row in jobs.values():
+        if row["state"] == "failed":
+            failed[row["error"][:120]] = failed.get(row["error"][:120], 0) + 1
+    outcome.figures["failed, and why"] = failed
     for job in history.accepted:
         if job not in jobs:
             outcome.fail(f"job {job} was accepted (202) and the database does not know it")
