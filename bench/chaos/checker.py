@@ -7,6 +7,7 @@ import json
 import random
 import re
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -124,11 +125,8 @@ def _jobs(jobs: dict[str, dict], history: History, outcome: Outcome) -> None:
     outcome.figures["lost, and why"] = {
         job: row["error"][:120] for job, row in jobs.items() if row["state"] == "lost"
     }
-    failed: dict[str, int] = {}
-    for row in jobs.values():
-        if row["state"] == "failed":
-            failed[row["error"][:120]] = failed.get(row["error"][:120], 0) + 1
-    outcome.figures["failed, and why"] = failed
+    failed = Counter(row["error"][:120] for row in jobs.values() if row["state"] == "failed")
+    outcome.figures["failed, and why"] = dict(failed)
     for job in history.accepted:
         if job not in jobs:
             outcome.fail(f"job {job} was accepted (202) and the database does not know it")

@@ -37,7 +37,7 @@ class Farm:
     lan: hosts.Lan | None = None
 
     def address(self, host: str) -> str:
-        return self.lan.addresses[host] if self.lan else "127.0.0.1"
+        return address(self.lan, host)
 
     def on(self, host: str) -> Callable[[list[str]], list[str]]:
         return on(self.lan, host)
@@ -101,6 +101,10 @@ def own_queue(worker: str) -> str:
     return f"{NAME}-{worker}"
 
 
+def address(lan: hosts.Lan | None, host: str) -> str:
+    return lan.addresses[host] if lan else "127.0.0.1"
+
+
 def on(lan: hosts.Lan | None, host: str) -> Callable[[list[str]], list[str]]:
     """What runs a command on `host` (on the loopback: the command itself)."""
     return (lambda argv: lan.command(host, argv)) if lan else list
@@ -114,7 +118,7 @@ def start_memcached(
         port=port,
         memory_mb=MEMCACHED_MB,
         extra=MEMCACHED_FLAGS,
-        listen=lan.addresses["memcached"] if lan else "127.0.0.1",
+        listen=address(lan, "memcached"),
         wrap=on(lan, "memcached"),
     )
 
