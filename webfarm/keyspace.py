@@ -144,6 +144,13 @@ FAMILIES: tuple[Family, ...] = (
         writer="refuse a username's or an address's logins for a window; never admit a wrong password",
     ),
     Family(
+        "password resets asked for",
+        re.compile(r"reset:(email|addr):[0-9a-f]{24}"),
+        lambda: _limits("RESET_WINDOW"),
+        "names the window from the first reset asked for: needed only until it ends",
+        writer="refuse an address's password resets for a window; never send one more e-mail",
+    ),
+    Family(
         "site log drainer lock",
         re.compile(r"sitelog:drainer"),
         lambda: 30,

@@ -4,6 +4,7 @@ from django.templatetags.static import static
 from django.urls import include, path
 
 from webfarm.limits.logins import ThrottledLoginView
+from webfarm.limits.resets import ThrottledPasswordResetView
 
 
 def favicon(request: HttpRequest) -> HttpResponse:
@@ -18,6 +19,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     # Before Django's own login URL: a few wrong passwords, then a pause.
     path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
+    # Each one sends an e-mail: a few an hour per address.
+    path("accounts/password_reset/", ThrottledPasswordResetView.as_view(), name="password_reset"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("progress/", include("progress.urls")),
     path("queues/", include("webfarm.queues.urls")),
@@ -26,3 +29,8 @@ urlpatterns = [
     path("imports/", include("webfarm.imports.urls")),
     path("", include("reports.urls")),
 ]
+
+# Django's own error pages answer 500 for a POST whose body they cannot parse.
+handler400 = "webfarm.core.errorpages.bad_request"
+handler403 = "webfarm.core.errorpages.permission_denied"
+handler404 = "webfarm.core.errorpages.page_not_found"

@@ -50,3 +50,15 @@ def test_a_count_planted_as_anything_but_a_number_is_ignored(alice):
     for key in logins.failure_keys(request, "alice"):
         get_client().set(key, b"not a number", expire=60)
     assert _login(Client(), "alice", "right-password", address="127.0.0.1").status_code == 302
+
+
+def test_a_count_planted_past_the_limit_refuses_a_window_of_logins_and_no_more(alice):
+    """What a memcached writer can do here: refuse a user's logins until the
+    count lapses; never let a wrong password in."""
+    request = Client().get("/").wsgi_request
+    user_key = logins.failure_keys(request, "alice")[0]
+    get_client().set(user_key, b"999", expire=60)
+    assert _login(Client(), "alice", "right-password").status_code == 429
+    get_client().delete(user_key)  # the window lapses
+    assert _login(Client(), "alice", "wrong").status_code == 200
+    assert _login(Client(), "alice", "right-password").status_code == 302

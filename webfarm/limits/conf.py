@@ -29,5 +29,9 @@ get_config = AppSettings(
             "failed logins from one address after which its logins are refused",
         ),
         Setting("LOGIN_WINDOW", 300, "seconds from the first failure until such a refusal ends"),
+        # Each one sends an e-mail (webfarm.limits.resets).
+        Setting("RESETS_PER_EMAIL", 3, "password resets asked for one e-mail address, then refused (429)"),
+        Setting("RESETS_PER_ADDRESS", 10, "password resets asked for from one address, then refused"),
+        Setting("RESET_WINDOW", 3600, "seconds from the first reset asked for until such a refusal ends"),
     ],
 )
