@@ -148,7 +148,7 @@ def processes(env: dict[str, str], *, port: int, nodes: int, workers: int) -> di
     for n, address in enumerate(web, 1):
         commands[f"web{n}"] = (
             f"{VENV_BIN}/gunicorn webfarm.wsgi -b {address} -w 2 --threads 4 --access-logfile - "
-            "--logger-class webfarm.accesslog.PollsCounted --graceful-timeout 10"
+            "--logger-class webfarm.activity.accesslog.PollsCounted --graceful-timeout 10"
         )
     for n in range(1, workers + 1):
         commands[f"worker{n}"] = f"{VENV_BIN}/celery -A webfarm worker -l info -n worker{n}@%h"

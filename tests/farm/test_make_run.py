@@ -21,7 +21,7 @@ NOISE = [
     re.compile(r"-------------- celery@|\[tasks\]|__    -    \.\.\. __"),  # the workers' and beat's banners
     re.compile(r"SecurityWarning|superuser privileges"),
     re.compile(r"harvested \d+ increments"),
-    # Answered polls are counted, not written line by line (webfarm.accesslog).
+    # Answered polls are counted, not written line by line (webfarm.activity.accesslog).
     re.compile(r'"GET /progress/[^"]*" 200'),
 ]
 

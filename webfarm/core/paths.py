@@ -5,8 +5,14 @@ whoever reads the log could follow the job. The log keeps the route and the
 job, and puts a placeholder where the token was. Which URL arguments are
 secrets, the app whose URLs carry them says (`hide_in_logs`, from its
 AppConfig.ready()): this module knows no app's URLs.
+
+The loggers that write request paths (SECRET_LOGGERS: Django's request log,
+runserver's, gunicorn's access log) get a filter that hides them in every
+record, whatever handlers and formats the project configures: a site that
+installs the apps logs no token without a line of configuration.
 """
 
+import logging
 import re
 
 from django.http import HttpRequest
@@ -20,6 +26,11 @@ _secret_arguments: set[str] = set()
 _secret_paths: list[re.Pattern[str]] = []
 
 
+# Loggers whose records carry request paths: a 4xx or 5xx (django.request,
+# django.security.csrf), a request line (django.server, gunicorn.access).
+SECRET_LOGGERS = ("django.request", "django.security.csrf", "django.server", "gunicorn.access")
+
+
 def hide_in_logs(*, argument: str, pattern: str) -> None:
     """URL argument `argument` is a bearer secret. `pattern` finds it in a
     path no route was resolved for (gunicorn's access log, a request line),
@@ -30,6 +41,8 @@ def hide_in_logs(*, argument: str, pattern: str) -> None:
     _secret_arguments.add(argument)
     if compiled not in _secret_paths:
         _secret_paths.append(compiled)
+    for name in SECRET_LOGGERS:
+        logging.getLogger(name).addFilter(HIDE_SECRETS)  # once: a logger keeps one of each
 
 
 def loggable_path(request: HttpRequest) -> str:
@@ -43,7 +56,7 @@ def loggable_path(request: HttpRequest) -> str:
     return path[:MAX_PATH]
 
 
-def _hidden(found: re.Match[str]) -> str:
+def _hidden_secret(found: re.Match[str]) -> str:
     start, end = found.span("secret")
     whole = found.group(0)
     return whole[: start - found.start()] + HIDDEN + whole[end - found.start() :]
@@ -52,5 +65,35 @@ def _hidden(found: re.Match[str]) -> str:
 def hide_tokens(path: str) -> str:
     """`path` (or a request line) with every secret an app named replaced by HIDDEN."""
     for pattern in _secret_paths:
-        path = pattern.sub(_hidden, path)
+        path = pattern.sub(_hidden_secret, path)
     return path
+
+
+class HideSecrets(logging.Filter):
+    """Hides the secrets in a record's message and arguments. A record that
+    names a request whose path carries one loses the request (its path and
+    environ carry it too, and a handler such as AdminEmailHandler would
+    write them out): the message says the status and the hidden path."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = hide_tokens(record.msg)
+        if isinstance(record.args, dict):
+            # In place: gunicorn's atoms are a dict of its own kind (missing ones read as "-").
+            for key, value in record.args.items():
+                if isinstance(value, str):
+                    record.args[key] = hide_tokens(value)
+        elif isinstance(record.args, tuple):
+            record.args = tuple(_hidden(value) for value in record.args)
+        request = getattr(record, "request", None)
+        path = getattr(request, "path", None)
+        if isinstance(path, str) and hide_tokens(path) != path:
+            record.request = None
+        return True
+
+
+def _hidden(value: object) -> object:
+    return hide_tokens(value) if isinstance(value, str) else value
+
+
+HIDE_SECRETS = HideSecrets()

@@ -1,10 +1,11 @@
-"""gunicorn's access log without a line per poll (--logger-class webfarm.accesslog.PollsCounted).
+"""gunicorn's access log without a line per poll (--logger-class webfarm.activity.accesslog.PollsCounted).
 
 A page with progress bars polls every second or two: one line each buries
 everything else on `make run`'s console and fills a farm's logs. Answered
 polls are counted instead (webfarm.activity.middleware, `requests_polled`), failed
-ones are logged like any other request, with the read token left out (it is
-a bearer secret); webfarm.activity.polling says what a poll is.
+ones are logged like any other request; webfarm.activity.polling says what a
+poll is. The read token is left out of every line whatever the logger class
+(webfarm.core.paths filters gunicorn's access log).
 """
 
 from typing import Any
@@ -12,7 +13,6 @@ from typing import Any
 from gunicorn.glogging import Logger
 
 from webfarm.activity.polling import is_poll
-from webfarm.core.paths import hide_tokens
 
 
 class PollsCounted(Logger):
@@ -21,11 +21,4 @@ class PollsCounted(Logger):
         answered = isinstance(status, int) and status < 400
         if answered and is_poll(environ.get("REQUEST_METHOD"), environ.get("PATH_INFO")):
             return
-        path = environ.get("RAW_URI") or environ.get("PATH_INFO") or ""
-        if "/progress/" in path:
-            environ = {
-                **environ,
-                "RAW_URI": hide_tokens(environ.get("RAW_URI", "")),
-                "PATH_INFO": hide_tokens(environ.get("PATH_INFO", "")),
-            }
         super().access(resp, req, environ, request_time)
