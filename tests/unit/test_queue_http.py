@@ -261,16 +261,21 @@ def test_dead_letters_of_a_front_queue_are_visible_to_its_clients(client, settin
 
 def test_a_queue_holds_at_most_its_messages_and_bytes_and_has_room_again_once_consumed(client, settings):
     from webfarm.queues import front
+    from webfarm.queues.queue import Queue
 
-    settings.QUEUES = {**settings.QUEUES, "HTTP_MAX_MESSAGES": 4, "HTTP_MAX_BYTES": 1000}
+    # What memcached takes for a message of 300 bytes: its entry and claim, keys and headers.
+    charge = Queue("http.big").layout.message_memory(300)
+    assert charge >= 2 * 300
+    cap = 3 * charge + charge // 2
+    settings.QUEUES = {**settings.QUEUES, "HTTP_MAX_MESSAGES": 4, "HTTP_MAX_BYTES": cap}
     front._recounted.clear()
     assert [_post(client, "/queues/few/", b"m").status_code for _ in range(5)] == [201] * 4 + [507]
     over = _post(client, "/queues/few/", b"m")
     assert "holds 4 messages" in over.json()["error"] and int(over["Retry-After"]) > 0
-    # Bytes: 300 bytes a message, the fourth passes 1000 (entries as stored are larger).
+    # Bytes: three messages take 3 x charge, a fourth would pass the cap.
     statuses = [_post(client, "/queues/big/", b"b" * 300).status_code for _ in range(4)]
     assert statuses == [201, 201, 201, 507], statuses
-    assert "holds 1000 bytes" in _post(client, "/queues/big/", b"b" * 300).json()["error"]
+    assert f"takes {cap} bytes of memcached" in _post(client, "/queues/big/", b"b" * 300).json()["error"]
     # Another queue is not held up by these.
     assert _post(client, "/queues/other/", b"o").status_code == 201
     # Consumed and acknowledged: room again, in both (a recount sees the bytes go).
@@ -289,14 +294,18 @@ def test_a_queue_holds_at_most_its_messages_and_bytes_and_has_room_again_once_co
 
 def test_the_front_as_a_whole_holds_at_most_its_total(client, settings):
     from webfarm.queues import front
+    from webfarm.queues.queue import Queue
 
-    settings.QUEUES = {**settings.QUEUES, "HTTP_MAX_BYTES": 2000, "HTTP_MAX_TOTAL_BYTES": 3000}
+    charge = Queue("http.part0").layout.message_memory(500)
+    total = 5 * charge + charge // 2
+    settings.QUEUES = {**settings.QUEUES, "HTTP_MAX_BYTES": 2 * total, "HTTP_MAX_TOTAL_BYTES": total}
     front._recounted.clear()
     statuses = [_post(client, f"/queues/part{n}/", b"x" * 500).status_code for n in range(8)]
-    # About 3000 bytes in all (entries carry a header): six or fewer fit, the rest are refused.
-    assert statuses[:5] == [201] * 5 and statuses[-1] == 507, statuses
+    # Five messages' memory fit in the total, the rest are refused.
+    assert statuses == [201] * 5 + [507] * 3, statuses
     refused = _post(client, "/queues/part0/", b"x" * 500)
-    assert refused.status_code == 507 and "The HTTP front's queues hold 3000 bytes" in refused.json()["error"]
+    assert refused.status_code == 507
+    assert f"The HTTP front's queues take {total} bytes of memcached" in refused.json()["error"]
 
 
 def test_a_number_planted_as_the_front_count_does_not_stop_the_front(client, settings, memcached_server):

@@ -60,7 +60,8 @@ get_config = AppSettings(
         Setting(
             "HTTP_MAX_BYTES",
             1024 * 1024,
-            "bytes one HTTP queue may hold (waiting, in work or dead); past it a put is a 507",
+            "bytes of memcached one HTTP queue may take (waiting, in work or dead; keys and item "
+            "headers counted); past it a put is a 507",
         ),
         Setting(
             "HTTP_MAX_TOTAL_BYTES",

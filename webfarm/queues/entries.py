@@ -43,6 +43,9 @@ RECEIPT_RE = re.compile(
 )
 GENERATION_RE = re.compile(r"[0-9a-f]{8}")
 UNCOUNTED = 0xFF  # a receipt's count of redeliveries that says nothing
+# A message's entry before its body, at most: "M<redeliveries> <enqueued at> <mac>\n"
+# (decode refuses a longer time; a count past 999 only sends it to the dead letters).
+MAX_ENVELOPE = len(b"M999 ") + 15 + len(b" ") + 32 + len(b"\n")
 # Enqueue times after 2286 are no times (and overflow datetime).
 _LATEST = 1e10
 

@@ -8,10 +8,15 @@ name is refused with a clear 403 rather than quietly meaning something else.
 Each queue holds at most HTTP_MAX_MESSAGES messages and HTTP_MAX_BYTES
 bytes (waiting, in work or dead): a put past either is refused, so a holder
 of the token cannot fill the memcached that the farm's own queues and
-Celery's broker live in. The bytes are counted up at each put and counted
-again from the entries (Queue.held_bytes) when the count reaches the cap, at
-most once every RECOUNT_EVERY seconds per queue and process: puts racing a
-recount may pass the cap by their own size.
+Celery's broker live in. The bytes are memcached's memory, not the bodies':
+a message is charged its entry and its claim, keys and item headers
+included, each in its slab chunk (Layout.message_memory), so a flood of
+one-byte messages counts what it really takes (about 300 bytes each). The
+bytes are counted up at each put and counted again from the entries
+(Queue.held_bytes) when the count reaches the cap, at most once every
+RECOUNT_EVERY seconds per queue and process: puts racing a recount may pass
+the cap by their own size. Each queue's own keys (its counters, about 1 KB)
+are outside the caps: HTTP_MAX_QUEUES bounds them.
 
 The front keeps at most HTTP_MAX_QUEUES queues. One nobody has used for
 HTTP_IDLE_AFTER seconds and that holds nothing (no message waiting or being
@@ -147,11 +152,11 @@ _recounted: dict[str, float] = {}
 FRONT_BYTES = "q-front:bytes"
 
 
-def admit(queue: Queue, size: int) -> None:
-    """Room for one more message of `size` bytes in `queue` and in the front,
-    or QueueAtCapacity. Takes the room in the byte counts: call it just
-    before the put (a put that then fails leaves an overcount, which the
-    next recount corrects).
+def admit(queue: Queue, body_size: int) -> None:
+    """Room for one more message with a body of `body_size` bytes in `queue`
+    and in the front, or QueueAtCapacity. Takes the room it takes in
+    memcached in the byte counts: call it just before the put (a put that
+    then fails leaves an overcount, which the next recount corrects).
 
     The counts only go up, and are upper bounds: a count that reaches its cap
     (or is missing) is set to what the entries hold now (a scan, at most once
@@ -159,6 +164,7 @@ def admit(queue: Queue, size: int) -> None:
     refused."""
     config = get_config()
     url_name = queue.name.removeprefix(PREFIX)
+    size = queue.layout.message_memory(body_size)
     stats = queue.stats()
     # From the floor to the tail: waiting, in work, or finished but not yet passed.
     held = max(stats["tail"] - stats["floor"] + 1, 0) + stats["dead_letters"]
@@ -171,7 +177,7 @@ def admit(queue: Queue, size: int) -> None:
         taken, _ = _take(*queue_count, size, config["HTTP_MAX_BYTES"], lambda: _recount(queue))
         if not taken:
             raise QueueAtCapacity(
-                f"queue '{url_name}' holds {config['HTTP_MAX_BYTES']} bytes, as many as it may"
+                f"queue '{url_name}' takes {config['HTTP_MAX_BYTES']} bytes of memcached, as many as it may"
             )
         taken, recounted = _take(
             _front_client(), FRONT_BYTES, size, config["HTTP_MAX_TOTAL_BYTES"], _recount_front
@@ -180,7 +186,8 @@ def admit(queue: Queue, size: int) -> None:
             if not recounted:  # a recount set the queue's count to what it holds, without this message
                 queue_count[0].decr(queue_count[1], size, noreply=True)
             raise QueueAtCapacity(
-                f"the HTTP front's queues hold {config['HTTP_MAX_TOTAL_BYTES']} bytes, as many as they may"
+                f"the HTTP front's queues take {config['HTTP_MAX_TOTAL_BYTES']} bytes of memcached, "
+                "as many as they may"
             )
     except (MemcacheError, OSError) as exc:
         raise QueueUnavailable(f"memcached unreachable: {exc}") from exc

@@ -14,7 +14,7 @@ from typing import NamedTuple
 from pymemcache.client.base import Client
 from pymemcache.exceptions import MemcacheError, MemcacheServerError
 
-from webfarm.core.client import StableHashClient, client_epoch, server_client
+from webfarm.core.client import StableHashClient, client_epoch, item_memory, server_client
 from webfarm.core.tampering import refused
 from webfarm.queues import entries, registry
 from webfarm.queues.conf import get_config
@@ -37,6 +37,8 @@ SCAN_TTL = 3600
 # What a claim key holds: it only has to exist (receipts are checked against
 # the entry's version, not against the claim).
 CLAIMED = b"1"
+# Digits of an index that memory is charged for (a trillion puts in a generation).
+INDEX_DIGITS = 12
 STATS = ("in", "out", "acked", "holes", "redelivered", "full", "resets", "purges", "dead")
 
 
@@ -190,6 +192,20 @@ class Layout:
         ("<namespace>:q:<name>:<gen>:"), made by the client: a batch appends
         "m:<i>" or "c:<i>" to it instead of checking each key."""
         return self.client.wire_key(self.key(gen, ""))
+
+    def message_memory(self, body_size: int) -> int:
+        """The memory memcached takes for one message with a body of
+        `body_size` bytes, at most: its entry and, while a consumer works on
+        it, its claim, each in its slab chunk (item_memory)."""
+        key = len(self.wire_base("0" * 8)) + len(b"m:") + INDEX_DIGITS
+        return item_memory(key, entries.MAX_ENVELOPE + body_size) + item_memory(key, len(CLAIMED))
+
+    def held_memory(self, raw: bytes) -> int:
+        """The memory an entry read back takes: a message's as message_memory
+        charges it, a finished entry's own until the floor passes it."""
+        if entries.is_finished(raw):
+            return item_memory(len(self.wire_base("0" * 8)) + len(b"m:") + INDEX_DIGITS, len(raw))
+        return self.message_memory(max(len(raw) - entries.MAX_ENVELOPE, 0))
 
     def stat(self, what: str, n: int = 1) -> None:
         """Best effort and without waiting for the reply: a counter never slows

@@ -100,9 +100,9 @@ class Inspector:
             return seen
 
     def held_bytes(self) -> int:
-        """Bytes of the entries not yet finished, and of the dead letters kept:
-        a scan from the floor to the tail, for counting again what a cap
-        (webfarm.queues.front) counted up."""
+        """The memory memcached takes for the queue's entries (layout.held_memory)
+        and its dead letters: a scan from the floor to the tail, for counting
+        again what a cap (webfarm.queues.front) counted up."""
         with memcached_errors():
             gen = self.layout.generation()
             found = self.layout.client.get_many(
@@ -113,11 +113,7 @@ class Inspector:
             held = 0
             for start in range(floor, tail + 1, SCAN_BATCH):
                 keys = [self.layout.key(gen, "m", i) for i in range(start, min(start + SCAN_BATCH, tail + 1))]
-                held += sum(
-                    len(raw)
-                    for raw in self.layout.client.get_many(keys).values()
-                    if not entries.is_finished(raw)
-                )
+                held += sum(map(self.layout.held_memory, self.layout.client.get_many(keys).values()))
         if not self.layout.dead and found.get(f"d{self.layout.key_base}:gen") is not None:
             held += self.dead_letters().held_bytes()
         return held

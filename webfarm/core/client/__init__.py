@@ -22,7 +22,13 @@ from webfarm.core.client.clients import (
     server_of,
 )
 from webfarm.core.client.hashing import FarmHash, nginx_server_index, read_by_nginx
-from webfarm.core.client.protocol import MetaReply, ReconnectingClient, meta_command, server_address
+from webfarm.core.client.protocol import (
+    MetaReply,
+    ReconnectingClient,
+    item_memory,
+    meta_command,
+    server_address,
+)
 from webfarm.core.client.ring import StableHashClient, build_client, parse_servers
 
 __all__ = [
@@ -36,6 +42,7 @@ __all__ = [
     "client_options",
     "get_client",
     "get_values",
+    "item_memory",
     "meta_command",
     "nginx_server_index",
     "parse_servers",

@@ -33,6 +33,37 @@ def past_stale_connections(call: Callable[..., Any], *args: Any, tries: int = 2,
     return call(*args, **kwargs)
 
 
+# What memcached holds for an item besides its key and value: the item header,
+# the CAS unique and the client flags (memcached 1.6's `bytes` statistic
+# counts 59 bytes, 63 with flags), rounded up.
+ITEM_OVERHEAD = 64
+# memcached's slab classes as it makes them by default (-n 48, -f 1.25): an
+# item takes a chunk of the smallest class that holds it.
+_SMALLEST_CHUNK, _GROWTH, _CHUNK_ALIGN, _LARGEST_CHUNK = 96, 1.25, 8, 512 * 1024
+
+
+@lru_cache(maxsize=1)
+def _slab_chunks() -> tuple[int, ...]:
+    chunks, size = [], _SMALLEST_CHUNK
+    while size < _LARGEST_CHUNK:
+        chunks.append(size)
+        size = -(-int(size * _GROWTH) // _CHUNK_ALIGN) * _CHUNK_ALIGN
+    return (*chunks, _LARGEST_CHUNK)
+
+
+def item_memory(key_size: int, value_size: int) -> int:
+    """The memory memcached takes for an item with a key (as on the wire)
+    and a value of these sizes: the slab chunk it lands in. A cap on what a
+    client may store counts this, not the value alone: a one-byte value
+    takes a chunk of 96 bytes or more."""
+    size = ITEM_OVERHEAD + key_size + value_size
+    for chunk in _slab_chunks():
+        if size <= chunk:
+            return chunk
+    # Past the largest chunk an item is stored in chunks of that size.
+    return -(-size // _LARGEST_CHUNK) * _LARGEST_CHUNK
+
+
 class MetaReply:
     """memcached's answer to one meta command: its status (HD stored or
     done, VA a value follows, EN miss, NF not found, NS not stored, EX CAS
