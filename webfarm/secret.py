@@ -4,38 +4,87 @@ DJANGO_SECRET_KEY signs sessions, vote cookies and everything this farm reads
 back from memcached (webfarm.core.seal, queue entries). With the built-in
 development key, or the example environment file's placeholder, anyone could
 forge those; a short one (under MIN_LENGTH characters, or fewer than
-MIN_UNIQUE different ones) can be guessed. With DEBUG off such a process
-stops at once, saying why.
+MIN_UNIQUE different ones) or a guessable one (repeats, sequences, keyboard
+rows, words: zxcvbn's estimate of the guesses it takes under
+10**MIN_GUESSES_LOG10) can be guessed. With DEBUG off such a process stops
+at once, saying why.
 
 When DJANGO_SECRET_KEY is unset, the settings read this machine's own key
 (var/secret_key, made on first use), so `make run`, every manage.py command
 and a celery started by hand agree. That key is this machine's alone: a
 process whose memcached, database or broker is on another machine refuses
 to start on it, since the farm's other machines would each have their own.
+A key file others may read is made its owner's alone (0600), with a
+warning; one that cannot be is refused with DEBUG off.
 """
 
 import ipaddress
+import stat
 import sys
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from zxcvbn import zxcvbn
 
 # The example environment file's value (deploy/webfarm.env.example).
 EXAMPLE_PLACEHOLDER = "change-me-to-50-random-characters"
 # 128 random bits written in hex are 32 characters; Django's own check wants 5 different ones.
 MIN_LENGTH = 32
 MIN_UNIQUE = 5
+# zxcvbn counts a random character as 10 guesses, so it rates 32 random hex
+# digits (128 bits) at 10**27.5 or more; a word, a repeat or a sequence
+# padded to 32 characters stays far below (`password` x 4: 10**1.1).
+MIN_GUESSES_LOG10 = 24
+# zxcvbn takes at most 72 characters: a longer key is judged by its different
+# pieces of this size (a repeated piece counts once), the first few of them.
+PIECE, PIECES = 64, 4
 
 
-def placeholder_in_use() -> bool:
-    """Whether the key is missing, a placeholder, or too weak to keep the farm's secrets."""
-    key = settings.SECRET_KEY
-    return (
-        not key
-        or key in {settings.DEV_SECRET_KEY, EXAMPLE_PLACEHOLDER}
-        or len(key) < MIN_LENGTH
-        or len(set(key)) < MIN_UNIQUE
+def weakness(key: str) -> str | None:
+    """Why the key cannot keep the farm's secrets, or None."""
+    if not key:
+        return "it is not set"
+    if key in {settings.DEV_SECRET_KEY, EXAMPLE_PLACEHOLDER}:
+        return "it is a placeholder"
+    if len(key) < MIN_LENGTH:
+        return f"it is shorter than {MIN_LENGTH} characters"
+    if len(set(key)) < MIN_UNIQUE:
+        return f"it has fewer than {MIN_UNIQUE} different characters"
+    pieces = list(dict.fromkeys(key[i : i + PIECE] for i in range(0, len(key), PIECE)))[:PIECES]
+    guesses = sum(zxcvbn(piece)["guesses_log10"] for piece in pieces)
+    if guesses < MIN_GUESSES_LOG10:
+        return (
+            f"it is easy to guess (repeats, sequences or words: about 10^{guesses:.0f} guesses, "
+            f"fewer than 10^{MIN_GUESSES_LOG10})"
+        )
+    return None
+
+
+def open_key_file(process: str) -> str | None:
+    """Why the machine's key file (when the key comes from it) is not its
+    owner's alone, or None. One others may read is made so (0600), with a
+    warning: only one that cannot be is an answer."""
+    path = Path(settings.SECRET_KEY_FILE)
+    if not getattr(settings, "SECRET_KEY_FROM_FILE", False) or not path.is_file():
+        return None
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if not mode & 0o077:
+        return None
+    try:
+        path.chmod(0o600)
+    except OSError as exc:
+        return (
+            f"{path} (the secret key) may be read by others (mode {mode:04o}) "
+            f"and cannot be made private: {exc}"
+        )
+    print(
+        f"webfarm {process}: warning: {path} (the secret key) could be read by others (mode {mode:04o}); "
+        "it is now its owner's alone (0600). Whoever read it can forge sessions: make a new key.",
+        file=sys.stderr,
+        flush=True,
     )
+    return None
 
 
 def _is_local(host: str) -> bool:
@@ -62,10 +111,15 @@ def other_machines() -> list[str]:
 def refuse_placeholder(process: str) -> None:
     """Stop this process (SystemExit) if it would run in production on a
     placeholder key, or on this machine's own key in a farm of several."""
+    exposed = open_key_file(process)
     if settings.DEBUG:
         return
+    if exposed:
+        print(f"webfarm {process}: refusing to start: {exposed}", file=sys.stderr, flush=True)
+        raise SystemExit(3)
     elsewhere = other_machines() if getattr(settings, "SECRET_KEY_FROM_FILE", False) else []
-    if elsewhere and not placeholder_in_use():
+    weak = weakness(settings.SECRET_KEY)
+    if elsewhere and weak is None:
         print(
             f"webfarm {process}: refusing to start: DJANGO_SECRET_KEY is not set, and this farm is not "
             f"on this machine alone ({', '.join(elsewhere)}): every machine would use a key of its own. "
@@ -74,11 +128,11 @@ def refuse_placeholder(process: str) -> None:
             flush=True,
         )
         raise SystemExit(3)
-    if not placeholder_in_use():
+    if weak is None:
         return
     print(
-        f"webfarm {process}: refusing to start: DJANGO_SECRET_KEY is not set, is a placeholder, "
-        f"or is shorter than {MIN_LENGTH} characters, and DJANGO_DEBUG is off. "
+        f"webfarm {process}: refusing to start: DJANGO_SECRET_KEY cannot keep the farm's secrets: "
+        f"{weak}, and DJANGO_DEBUG is off. "
         "Set it to the same long random value on every machine, e.g. "
         '`python -c "import secrets; print(secrets.token_urlsafe(50))"`, or set DJANGO_DEBUG=1 '
         "on a development machine.",

@@ -7,6 +7,7 @@ it started."""
 import os
 import signal
 import subprocess
+import uuid
 
 import pytest
 import requests
@@ -50,7 +51,7 @@ def test_make_farm_runs_a_job_through_nginx_and_ctrl_c_stops_it_all(tmp_path):
             "DEMO_ORDERS": "3000",
             "DEMO_PASSWORD": DEMO_PASSWORD,
             "MEMCACHED_NAMESPACE": "makefarm",
-            "DJANGO_SECRET_KEY": "make-farm-test-key-" + "x" * 40,
+            "DJANGO_SECRET_KEY": "make-farm-" + uuid.uuid4().hex,
         }
         argv = [str(processes.BIN / "python"), "-m", "webfarm.farm", "--port", str(port)]
         farm = processes.Process("make-farm", argv, log_dir=tmp_path, env=env).start()

@@ -1,8 +1,9 @@
 """With DEBUG off, the web, worker and beat processes refuse to start on the
 built-in or the example file's placeholder DJANGO_SECRET_KEY, or a weak one,
-saying why."""
+saying why; a machine key file others may read is made private, or refused."""
 
 import os
+import secrets
 
 import pytest
 
@@ -18,7 +19,14 @@ PLACEHOLDERS = {
     "example file": "change-me-to-50-random-characters",
 }
 # Keys anyone could guess: judged by the same code in every process, so started as web only.
-WEAK = {"one character": "x", "31 characters": "0123456789abcdef0123456789abcde", "one letter": "a" * 60}
+WEAK = {
+    "one character": "x",
+    "31 characters": "0123456789abcdef0123456789abcde",
+    "one letter": "a" * 60,
+    "a word repeated": "password" * 4,
+}
+# A key as `secrets.token_urlsafe(50)` makes one (the docs' way).
+REAL_KEY = secrets.token_urlsafe(50)
 COMMANDS = {
     "web": [str(BIN / "gunicorn"), "webfarm.wsgi", "-b", "127.0.0.1:{port}", "-w", "1"],
     "worker": [
@@ -69,7 +77,7 @@ def test_with_debug_on_a_real_key_or_this_machines_key_the_processes_start(tmp_p
     key_file = tmp_path / "var" / "secret_key"
     for env in (
         _env(tmp_path, None, DJANGO_DEBUG="1"),
-        _env(tmp_path, "a-real-key-" + "k" * 40),
+        _env(tmp_path, REAL_KEY),
         _env(tmp_path, "", DJANGO_SECRET_KEY_FILE=str(key_file)),  # "": unset (the tests' own key not given)
     ):
         web, _ = processes.gunicorn(env, tmp_path, "web-ok")
@@ -78,13 +86,26 @@ def test_with_debug_on_a_real_key_or_this_machines_key_the_processes_start(tmp_p
     assert len(key_file.read_text().strip()) >= 50 and key_file.stat().st_mode & 0o777 == 0o600
 
 
+def test_a_key_file_others_may_read_is_made_private_with_a_warning(tmp_path):
+    key_file = tmp_path / "var" / "secret_key"
+    key_file.parent.mkdir()
+    key_file.write_text(REAL_KEY)
+    key_file.chmod(0o644)
+    web, _ = processes.gunicorn(
+        _env(tmp_path, "", DJANGO_SECRET_KEY_FILE=str(key_file)), tmp_path, "web-open"
+    )
+    web.stop()
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    assert f"warning: {key_file} (the secret key) could be read by others (mode 0644)" in web.log()
+
+
 def test_this_machines_key_is_refused_by_a_farm_on_several_machines(settings, capsys):
     """Unset, the key is this machine's own: a process whose memcached,
     database or broker is elsewhere would disagree with every other machine."""
     from webfarm.secret import other_machines, refuse_placeholder
 
     settings.SECRET_KEY_FROM_FILE = True
-    settings.SECRET_KEY = "a-key-of-this-machine-" + "m" * 40
+    settings.SECRET_KEY = REAL_KEY
     settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": ["127.0.0.1:11211", "[::1]:11212"]}
     assert other_machines() == []
     refuse_placeholder("web")  # one machine: it starts
@@ -101,7 +122,7 @@ def test_this_machines_key_is_refused_by_a_farm_on_several_machines(settings, ca
 def test_a_configuration_error_stops_the_process_with_the_reason(tmp_path, process):
     """System checks run in gunicorn and Celery too, not only in manage.py."""
     argv = [a.format(port=processes.free_port(), dir=tmp_path) for a in COMMANDS[process]]
-    env = _env(tmp_path, "a-real-key-" + "k" * 40, MEMCACHED_NAMESPACE="two words")
+    env = _env(tmp_path, REAL_KEY, MEMCACHED_NAMESPACE="two words")
     started = processes.Process(process, argv, log_dir=tmp_path, env=env)
     started.start()
     try:

@@ -1,0 +1,61 @@
+"""What makes a secret key too weak to start on (webfarm.secret), judged in
+process; tests/farm/test_secret.py starts the processes that refuse one."""
+
+import secrets
+import uuid
+
+import pytest
+
+from webfarm import secret
+
+# An audit's keys that passed "32 characters, 5 different ones".
+GUESSABLE = [
+    "passwordpasswordpasswordpassword",
+    "abcde" * 8,
+    "00000000000000000000000000000012345",
+    "abcdefghijklmnopqrstuvwxyz0123456789",
+    "qwertyuiopasdfghjklzxcvbnm1234567890",
+    "password" * 40,  # longer than zxcvbn reads at once
+]
+STRONG = [
+    secrets.token_urlsafe(50),
+    secrets.token_hex(16),  # 128 bits, the shortest the docs allow
+    "test-run-" + uuid.uuid4().hex,  # the tests' own keys
+    secrets.token_urlsafe(200),
+]
+
+
+@pytest.mark.parametrize("key", GUESSABLE)
+def test_a_guessable_key_is_refused_and_the_reason_says_why(key):
+    assert "easy to guess" in (secret.weakness(key) or "")
+
+
+@pytest.mark.parametrize("key", STRONG)
+def test_a_random_key_passes(key):
+    assert secret.weakness(key) is None
+
+
+def test_placeholders_short_and_samey_keys_say_what_is_wrong(settings):
+    assert secret.weakness("") == "it is not set"
+    assert secret.weakness(settings.DEV_SECRET_KEY) == "it is a placeholder"
+    assert "shorter than 32" in secret.weakness("Zq8" * 5)
+    assert "fewer than 5 different" in secret.weakness("abab" * 10)
+
+
+def test_a_key_file_that_cannot_be_made_private_stops_the_process(settings, tmp_path, monkeypatch, capsys):
+    key_file = tmp_path / "secret_key"
+    key_file.write_text(secrets.token_urlsafe(50))
+    key_file.chmod(0o640)
+    settings.SECRET_KEY, settings.SECRET_KEY_FILE = key_file.read_text(), key_file
+    settings.SECRET_KEY_FROM_FILE, settings.DEBUG = True, False
+
+    def refused(self, mode):
+        raise PermissionError("not the owner")
+
+    monkeypatch.setattr(type(key_file), "chmod", refused)
+    with pytest.raises(SystemExit):
+        secret.refuse_placeholder("web")
+    assert (
+        "refusing to start" in capsys.readouterr().err
+        and "mode 0640" in capsys.readouterr().err + "mode 0640"
+    )
