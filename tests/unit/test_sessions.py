@@ -141,3 +141,39 @@ def test_a_copy_older_than_the_cache_lifetime_is_refused(memcached_server, setti
     get_client().set(key, get_client().get(key), expire=300)
     assert SessionStore(session_id).cached_data() is None
     assert client.get("/jobs/").status_code == 200  # the database still has the session
+
+
+def test_a_session_deleted_by_a_queryset_ends_at_once_and_its_copy_stays_refused():
+    """Sessions deleted in bulk (an admin ending a user's sessions, a script),
+    not by the engine: the cached copy does not keep the session alive, even
+    written back."""
+    from django.contrib.sessions.models import Session
+
+    client, session_id = _login("alice")
+    assert client.get("/jobs/").status_code == 200
+    key = SessionStore()._key_for(session_id)
+    kept = get_client().get(key)
+    assert kept is not None
+    Session.objects.filter(session_key__in=[session_id]).delete()
+    assert get_client().get(key) is None  # dropped as well as revoked
+    for _ in range(2):
+        answer = client.get("/jobs/")
+        assert answer.status_code == 302 and "/accounts/login/" in answer["Location"]
+        get_client().set(key, kept, expire=60)  # an old copy written back
+
+
+def test_an_expired_session_deleted_writes_no_revocation():
+    """clearsessions deletes expired rows: their copies lapsed with them."""
+    from datetime import timedelta
+
+    from django.contrib.sessions.models import Session
+    from django.utils import timezone
+
+    from webfarm.core.models import Revocation
+
+    _client, session_id = _login("alice")
+    Session.objects.filter(session_key=session_id).update(expire_date=timezone.now() - timedelta(seconds=1))
+    before = Revocation.objects.count()
+    SessionStore.clear_expired()
+    assert not Session.objects.filter(session_key=session_id).exists()
+    assert Revocation.objects.count() == before

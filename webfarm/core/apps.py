@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.conf import settings
 
 
 class CoreConfig(AppConfig):
@@ -10,7 +11,10 @@ class CoreConfig(AppConfig):
         from webfarm.core import (
             checks,  # noqa: F401 (registers the checks)
             counters,  # noqa: F401 (counts refused values: webfarm.core.tampering)
+            sessions,
+            users,
         )
-        from webfarm.core.users import connect_signals
 
-        connect_signals()
+        users.connect_signals()
+        if settings.SESSION_ENGINE == sessions.ENGINE:
+            sessions.connect_signals()

@@ -34,6 +34,8 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY
 from django.contrib.sessions.backends import db
+from django.db.models.signals import post_delete
+from django.utils import timezone
 from django.utils.crypto import salted_hmac
 from pymemcache.exceptions import MemcacheError
 
@@ -44,6 +46,8 @@ from webfarm.core.tampering import refused
 
 logger = logging.getLogger(__name__)
 
+# SESSION_ENGINE's value for this engine.
+ENGINE = __name__
 KEY_SALT = "webfarm.core.sessions.cache-key"
 SESSION_KEY_LENGTH = 32  # what SessionBase._get_new_session_key makes
 DEFAULT_CACHE_TTL = 600
@@ -65,6 +69,31 @@ def cache_ttl(expiry_age: int) -> int:
     return max(1, min(int(expiry_age), longest_copy()))
 
 
+def copy_key(session_key: str) -> str:
+    """The key of a session's cached copy."""
+    digest = salted_hmac(KEY_SALT, session_key, algorithm="sha256").hexdigest()[:40]
+    return SessionStore.cache_key_prefix + digest
+
+
+def _deleted(sender: type, instance: Any, **kwargs: Any) -> None:
+    """A session row deleted, however (a logout, the admin, a queryset's
+    delete(), which sends this for every row while someone listens): its
+    copies are revoked and the cached one dropped. An expired one's copies
+    lapsed with it (a copy lives no longer than its session)."""
+    if instance.expire_date <= timezone.now():
+        return
+    key = copy_key(instance.session_key)
+    revoke(key, lasts=longest_copy())
+    try:
+        get_client().delete(key)
+    except _UNREACHABLE:
+        logger.warning("cached session not dropped (revoked all the same)", exc_info=True)
+
+
+def connect_signals() -> None:
+    post_delete.connect(_deleted, sender=SessionStore.get_model_class(), dispatch_uid="webfarm.core.sessions")
+
+
 class SessionStore(db.SessionStore):
     cache_key_prefix = "session:"
 
@@ -75,8 +104,7 @@ class SessionStore(db.SessionStore):
         # Kept for the instance's own key: a poll asks for it twice.
         known = self.__dict__.get("_copy_key")
         if known is None or known[0] != session_key:
-            digest = salted_hmac(KEY_SALT, session_key, algorithm="sha256").hexdigest()[:40]
-            known = self._copy_key = (session_key, self.cache_key_prefix + digest)
+            known = self._copy_key = (session_key, copy_key(session_key))
         return known[1]
 
     @property
@@ -151,18 +179,8 @@ class SessionStore(db.SessionStore):
         return await sync_to_async(self.exists)(session_key)
 
     def delete(self, session_key: str | None = None) -> None:
+        # The row's deletion revokes its copies and drops the cached one (_deleted).
         super().delete(session_key)
-        if session_key is None:
-            if self.session_key is None:
-                return
-            session_key = self.session_key
-        if self._validate_session_key(session_key):
-            key = self._key_for(session_key)
-            revoke(key, lasts=longest_copy())
-            try:
-                get_client().delete(key)
-            except _UNREACHABLE:
-                logger.warning("cached session not dropped (revoked all the same)", exc_info=True)
 
     async def adelete(self, session_key: str | None = None) -> None:
         await sync_to_async(self.delete)(session_key)
