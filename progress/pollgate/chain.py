@@ -11,13 +11,16 @@ logger = logging.getLogger(__name__)
 
 Handler = Callable[[HttpRequest], HttpResponse]
 
+# Refuses (DISALLOWED_USER_AGENTS) or redirects (PREPEND_WWW) requests before any view.
+COMMON = "django.middleware.common.CommonMiddleware"
+
 # Middleware that does nothing for a poll (a GET of JSON, no form, no static
 # file, no message shown, no task started, the URL already matched), so the
 # gate leaves it out. CommonMiddleware is run after all where its settings
 # make it refuse or redirect requests (DISALLOWED_USER_AGENTS, PREPEND_WWW).
 SKIPPED_FOR_POLLS = frozenset(
     {
-        "django.middleware.common.CommonMiddleware",
+        COMMON,
         "django.middleware.csrf.CsrfViewMiddleware",
         "django.contrib.messages.middleware.MessageMiddleware",
         "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -33,7 +36,7 @@ def poll_chain(middleware: Iterable[str]) -> Handler | None:
     None if some middleware cannot run this way (then Django answers all)."""
     skipped = set(SKIPPED_FOR_POLLS)
     if settings.DISALLOWED_USER_AGENTS or settings.PREPEND_WWW:
-        skipped.discard("django.middleware.common.CommonMiddleware")
+        skipped.discard(COMMON)
     handler: Handler = _call_view
     for path in reversed(list(middleware)):
         if path in skipped:

@@ -22,7 +22,7 @@ from django.utils.module_loading import import_string
 
 from progress import selectors, store, views
 from progress.ids import is_valid_job_id
-from progress.pollgate.chain import SKIPPED_FOR_POLLS, checked_host
+from progress.pollgate.chain import COMMON, SKIPPED_FOR_POLLS, checked_host
 from webfarm.core import sessions, users
 from webfarm.core.client import get_values
 from webfarm.core.counters import count_soon
@@ -40,7 +40,7 @@ SESSION_AND_USER = (
     "django.contrib.auth.middleware.AuthenticationMiddleware",
 )
 # The session engine whose cached copy the session lane knows how to read.
-SESSION_ENGINE = "webfarm.core.sessions"
+SESSION_ENGINE = sessions.ENGINE
 # A poll with these goes the longer way: nginx's fall-back republishes, and
 # preconditions other than If-None-Match are Django's to answer (412).
 ASKED_ELSEWHERE = (
@@ -83,10 +83,16 @@ Found = tuple[bytes | dict[str, Any], str | None]
 
 class Lanes:
     def __init__(
-        self, headers: dict[bool, list[tuple[str, str]]], listeners: list[Any], sessions: bool
+        self,
+        headers: dict[bool, list[tuple[str, str]]],
+        listeners: list[Any],
+        sessions: bool,
+        common: bool = False,
     ) -> None:
         self.headers = headers
         self.listeners = listeners
+        # Whether CommonMiddleware runs: its refusals are then the lanes' too.
+        self.common = common
         # SecurityMiddleware redirects these before any view: the chain does.
         self.https_only = bool(settings.SECURE_SSL_REDIRECT)
         self.session_store = import_string(f"{SESSION_ENGINE}.SessionStore") if sessions else None
@@ -107,7 +113,7 @@ class Lanes:
         self, environ: dict[str, Any], start_response: Callable[..., Any], path: str, poll: ResolverMatch
     ) -> Iterable[bytes] | None:
         """The answer when memcached alone gives it, else None (the chain answers)."""
-        if any(environ.get(name) for name in ASKED_ELSEWHERE):
+        if any(environ.get(name) for name in ASKED_ELSEWHERE) or self._common_acts(environ):
             return None
         try:
             secure = self._secure(environ)
@@ -145,6 +151,16 @@ class Lanes:
             listener.poll_answered(path, code, username)
         start_response(status, headers)
         return [body]
+
+    def _common_acts(self, environ: dict[str, Any]) -> bool:
+        """Whether CommonMiddleware would refuse this poll (a disallowed user
+        agent: 403) or may redirect it (PREPEND_WWW): the chain answers it."""
+        if not self.common:
+            return False
+        if settings.PREPEND_WWW:
+            return True
+        agent = environ.get("HTTP_USER_AGENT")
+        return agent is not None and any(regex.search(agent) for regex in settings.DISALLOWED_USER_AGENTS)
 
     def _secure(self, environ: dict[str, Any]) -> bool:
         """Whether the poll came over HTTPS, as request.is_secure() says it;
@@ -266,6 +282,7 @@ def lanes(middleware: Iterable[str]) -> Lanes | None:
     poll's answer in a way the lanes do not know. The session lane is open
     where sessions and users are the cached ones it reads."""
     listeners, header_middleware, session_and_user = [], [], []
+    middleware = list(middleware)
     for path in middleware:
         if path in SKIPPED_FOR_POLLS:
             continue
@@ -297,7 +314,7 @@ def lanes(middleware: Iterable[str]) -> Lanes | None:
         and not settings.SESSION_SAVE_EVERY_REQUEST
         and users.BACKEND in settings.AUTHENTICATION_BACKENDS
     )
-    return Lanes(headers, listeners, sessions)
+    return Lanes(headers, listeners, sessions, common=COMMON in middleware)
 
 
 def _host_inputs() -> tuple[str, ...]:

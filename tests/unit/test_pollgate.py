@@ -4,6 +4,7 @@ aside (tests/farm/test_poll_gate.py compares its answers with Django's
 through gunicorn)."""
 
 import io
+import re
 import time
 
 import pytest
@@ -117,6 +118,19 @@ def test_hsts_is_sent_on_a_secure_poll_when_configured(gate, job, settings):
     assert "Strict-Transport-Security" not in _get(gate, url)[1]
     secure = _get(gate, url, **{"wsgi.url_scheme": "https", "SERVER_PORT": "443"})[1]
     assert secure["Strict-Transport-Security"] == "max-age=3600" and django.calls == []
+
+
+def test_what_common_middleware_refuses_or_redirects_never_takes_the_lane(job, settings):
+    """DISALLOWED_USER_AGENTS and PREPEND_WWW: the gate answers as Django does."""
+    settings.DISALLOWED_USER_AGENTS = [re.compile(r"BadBot")]
+    gate = PollGate(Recorder())
+    url = f"/progress/{job.id}/{job.read_token}/"
+    assert _get(gate, url, HTTP_USER_AGENT="Mozilla/5.0")[0] == "200 OK"
+    for path in (url, f"/progress/{job.id}/"):
+        assert _get(gate, path, HTTP_USER_AGENT="Mozilla/5.0 BadBot/2")[0].startswith("403")
+    settings.PREPEND_WWW = True
+    status, headers, _ = _get(gate, url)
+    assert status.startswith("301") and headers["Location"] == f"http://www.127.0.0.1{url}"
 
 
 def test_a_host_django_refuses_is_refused_on_either_path(gate, job):
