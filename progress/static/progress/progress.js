@@ -112,6 +112,10 @@
     var self = this;
     this.el = el;
     this.url = el.getAttribute("data-progress-url");
+    // The same job's document from Django, which checks what memcached holds
+    // (the token URL may be answered by nginx, which cannot).
+    this.checkedUrl = el.getAttribute("data-progress-checked-url");
+    this.job = jobOf(this.url);
     this.data = null;
     this.field = function (name) { return el.querySelector("[data-field=" + name + "]"); };
     this.bar = el.querySelector("[role=progressbar]");
@@ -120,10 +124,17 @@
       minDelay: MIN_DELAY,
       idleMax: IDLE_MAX,
       errorMax: ERROR_MAX,
-      check: function (data) { return checked(data, jobOf(self.url)); },
-      // A lost job that runs again goes on as another job: the bar follows it.
-      isFinal: function (data) { return FINAL[data.state] && !(data.state === "lost" && data.retried_as); },
+      check: function (data) { return checked(data, self.job); },
+      isFinal: function (data) { return FINAL[data.state]; },
       onProgress: function (data) {
+        if (FINAL[data.state] && !self.checkedByDjango()) {
+          // An end is what makes a page act (reload, move to another job):
+          // Django is asked first, and answers every later poll of this bar.
+          self.poller.stop();
+          self.poller.setUrl(self.checkedUrl);
+          setTimeout(function () { self.poller.resume(0); }, 0);
+          return;
+        }
         self.setNotice("");
         self.render(data);
         if (data.state === "lost" && data.retried_as) self.follow(data.job, data.retried_as);
@@ -143,16 +154,18 @@
     if (cancel) cancel.addEventListener("submit", this.cancel.bind(this, cancel));
   }
 
+  Bar.prototype.checkedByDjango = function () {
+    return !this.checkedUrl || this.poller.url === this.checkedUrl;
+  };
+
+  // A lost job that runs again goes on as another job (Django said so): the
+  // person is taken to a page Django renders for it, with that job's own
+  // Cancel button. Nothing on this page is pointed at the other job.
   Bar.prototype.follow = function (from, to) {
-    // A page about the lost job (its reload on success) becomes the new job's page.
-    if (window.location.pathname.indexOf(from) !== -1) {
-      window.history.replaceState(null, "", window.location.pathname.replace(from, to));
-    }
-    this.url = this.url.replace(from, to);
-    this.el.setAttribute("data-progress-url", this.url);
-    this.poller.setUrl(this.url);
-    var cancel = this.el.querySelector("form.cancel");
-    if (cancel) cancel.action = cancel.action.replace(from, to);
+    this.poller.stop();
+    var path = window.location.pathname;
+    if (path.indexOf("/" + from + "/") !== -1) window.location.assign(path.split(from).join(to));
+    else window.location.reload();  // a list of jobs: Django lists the new one
   };
 
   Bar.prototype.setNotice = function (text) {
@@ -243,7 +256,7 @@
       if (!response.ok) throw new Error("HTTP " + response.status);
       return response.json();
     }).then(function (data) {
-      data = checked(data, jobOf(self.url));
+      data = checked(data, self.job);
       if (data === null) throw new Error("not this job's document");
       self.render(data);
       if (!FINAL[data.state]) self.poller.resume(MIN_DELAY);
