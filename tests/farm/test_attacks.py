@@ -1,12 +1,17 @@
-"""Attacks by someone who can reach memcached (or holds the queue token), on a
-real farm: a web node of two gunicorn processes, a Celery worker and a small
-memcached run with -M that is store and broker at once.
+"""Attacks on a real farm: a web node of two gunicorn processes, a Celery
+worker and a small memcached run with -M that is store and broker at once.
 
-Each test is the attack as the audit of issue 26 ran it: an old copy kept and
+Each test is an attack as an audit from outside ran it: an old copy kept and
 written back after the change that superseded it (a demoted staff user, a
-session after logout), and a flood of puts through the HTTP front.
+session after logout), a flood of puts through the HTTP front, look-alike
+usernames and throttled logins at the login page, a refused user agent at
+the poll gate, bodies Django cannot parse, and the logs a token URL leaves.
+The node runs the site's settings with a password hasher that counts and a
+refused user agent (tests/harness/audit_settings.py).
 """
 
+import os
+import signal
 import socket
 import time
 from collections.abc import Iterator
@@ -17,6 +22,7 @@ import pytest
 import requests
 
 from tests.harness import keyspace, processes
+from tests.harness.hashers import hashes_counted
 from tests.harness.processes import wait_for
 from tests.harness.web import DEMO_PASSWORD, WebClient
 
@@ -27,11 +33,24 @@ TOKEN = "attacks-api-token"
 ALL_DATES = {"date_from": "2024-01-01", "date_to": "2025-12-31", "top": "5", "region": ""}
 
 
+# Failures of one username before its logins are refused (the default is 10).
+LOGIN_FAILURES = 4
+
+
 @dataclass
 class Farm:
     env: dict
     base: str
     address: str
+    dir: Path
+    memcached: processes.Process
+    web: processes.Process
+    started: list[processes.Process]
+
+    @property
+    def hashes(self) -> int:
+        """Password hashes the web node has made so far."""
+        return hashes_counted(self.env["HASH_COUNT_FILE"])
 
 
 @pytest.fixture(scope="module")
@@ -48,13 +67,16 @@ def farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Farm]:
             QUEUE_API_TOKEN=TOKEN,
             QUEUES_HTTP_MAX_BYTES=1024 * 1024,
             QUEUES_HTTP_MAX_TOTAL_BYTES=2 * 1024 * 1024,
+            DJANGO_SETTINGS_MODULE="tests.harness.audit_settings",
+            HASH_COUNT_FILE=tmp_path / "hashes",
+            LIMITS_LOGIN_FAILURES=LOGIN_FAILURES,
         )
         processes.manage(env, "migrate", "--no-input", "-v", "0")
         processes.manage(env, "seed_demo", "-v", "0")
         started.append(processes.celery_worker(env, tmp_path, "attacks-worker"))
         web, base = processes.gunicorn(env, tmp_path, "attacks-node")
         started.append(web)
-        yield Farm(env=env, base=base, address=address)
+        yield Farm(env=env, base=base, address=address, dir=tmp_path, memcached=mc, web=web, started=started)
 
 
 def _shell(farm: Farm, code: str) -> str:
@@ -138,6 +160,147 @@ def test_a_session_written_back_after_logout_stays_logged_out(farm):
         assert response.status_code == 302 and "/accounts/login/" in response.headers["Location"]
 
 
+def _create_user(farm: Farm, username: str) -> None:
+    _shell(
+        farm,
+        "from django.contrib.auth import get_user_model; "
+        f"get_user_model().objects.create_user({username!r}, password={DEMO_PASSWORD!r})",
+    )
+
+
+def _log_in(browser: requests.Session, farm: Farm, username: str, password: str) -> requests.Response:
+    """One try at the login page, as a browser makes it (the form's CSRF token)."""
+    browser.get(f"{farm.base}/accounts/login/", timeout=10).raise_for_status()
+    return browser.post(
+        f"{farm.base}/accounts/login/",
+        data={
+            "username": username,
+            "password": password,
+            "csrfmiddlewaretoken": browser.cookies["csrftoken"],
+        },
+        allow_redirects=False,
+        timeout=10,
+    )
+
+
+# One name, spelled as Django's login form folds it to NFKC (fullwidth,
+# mathematical bold italic), in capitals, and with spaces around it.
+def _spellings(name: str) -> list[str]:
+    fullwidth = "".join(chr(ord(c) - ord("a") + 0xFF41) for c in name)
+    bold_italic = chr(ord(name[0]) - ord("a") + 0x1D482) + name[1:]
+    return [name, fullwidth, bold_italic, name.upper(), f"  {name} "]
+
+
+def test_a_throttled_username_is_throttled_however_it_is_spelled(farm):
+    """After the limit of wrong passwords for `dave`, the right password is
+    refused for every spelling Django would log in as dave."""
+    _create_user(farm, "dave")
+    browser = requests.Session()
+    for _ in range(LOGIN_FAILURES):
+        assert _log_in(browser, farm, "dave", "wrong").status_code == 200
+    for spelling in _spellings("dave"):
+        answer = _log_in(browser, farm, spelling, DEMO_PASSWORD)
+        assert answer.status_code == 429, (spelling, answer.status_code)
+        assert "Too many failed logins" in answer.text and "sessionid" not in browser.cookies
+
+
+def test_wrong_passwords_spelled_differently_count_as_one_name(farm):
+    """A guesser who changes the spelling gets no more tries than one who does not."""
+    _create_user(farm, "erin")
+    browser = requests.Session()
+    spellings = _spellings("erin")
+    for n in range(LOGIN_FAILURES):
+        assert _log_in(browser, farm, spellings[n % len(spellings)], "wrong").status_code == 200
+    assert _log_in(browser, farm, "erin", DEMO_PASSWORD).status_code == 429
+
+
+def test_a_refused_login_hashes_no_password(farm):
+    """A 429 costs no password hash: the counting hasher counts none for it,
+    where a wrong password costs one."""
+    _create_user(farm, "frank")
+    browser = requests.Session()
+    before = farm.hashes
+    assert _log_in(browser, farm, "frank", "wrong").status_code == 200
+    assert farm.hashes > before, "the counting hasher counts nothing: the test proves nothing"
+    for _ in range(LOGIN_FAILURES - 1):
+        assert _log_in(browser, farm, "frank", "wrong").status_code == 200
+    before = farm.hashes
+    for spelling in _spellings("frank"):
+        for password in ("wrong", DEMO_PASSWORD):
+            assert _log_in(browser, farm, spelling, password).status_code == 429
+    assert farm.hashes == before, f"{farm.hashes - before} hashes for 10 refused logins"
+
+
+def test_a_disallowed_user_agent_is_refused_at_the_poll_gate_too(farm):
+    """The node refuses the user agent BadBot (DISALLOWED_USER_AGENTS): its
+    polls are refused whichever way the gate would answer them."""
+    alice = WebClient(farm.base).login("alice")
+    started = alice.start_report("top-customers", ALL_DATES)
+    job, token_url = started["job"], started["public_progress_url"]
+    alice.wait_until(job, lambda p: p["final"], timeout=60)
+    # Answered from memcached by the gate's lanes, for a browser.
+    assert requests.get(farm.base + token_url, timeout=10).status_code == 200
+    assert alice.get(f"/progress/{job}/").status_code == 200
+    bad = {"User-Agent": "Mozilla/5.0 BadBot/2.1"}
+    for _ in range(6):  # both processes, both URLs, after the document is published
+        assert requests.get(farm.base + token_url, headers=bad, timeout=10).status_code == 403
+        assert alice.get(f"/progress/{job}/", headers=bad).status_code == 403
+
+
+# Bodies Django's form parsers refuse, as a fuzzer sends them.
+UNREADABLE_BODIES = [
+    ("multipart/form-data", b"x=1"),  # no boundary
+    ("multipart/form-data; boundary=\xff", b"x=1"),
+    ("application/x-www-form-urlencoded; charset=latin-1", b"a=\xff\xfe"),
+]
+
+
+@pytest.mark.parametrize(("content_type", "body"), UNREADABLE_BODIES)
+@pytest.mark.parametrize("path", ["/no/such/page/", "/progress/not-a-job/cancel/", "/accounts/login/"])
+def test_a_body_django_cannot_parse_is_a_400_on_any_url(farm, content_type, body, path):
+    """Anonymous, with a CSRF cookie (which makes Django's error pages read
+    the body): a clear 4xx, never a 500."""
+    answer = requests.post(
+        farm.base + path,
+        data=body,
+        headers={"Content-Type": content_type, "Cookie": "csrftoken=" + "a" * 32},
+        timeout=10,
+    )
+    assert 400 <= answer.status_code < 500, (answer.status_code, answer.text[-300:])
+    assert "Traceback" not in answer.text
+
+
+def _memory_of(address: str, prefix: str) -> int:
+    """The memory memcached gives the entries and claims under `prefix`: each
+    item's size (metadump's) in the smallest chunk of the slab classes in use
+    that holds it (what -M runs out of)."""
+    reply = keyspace.command(address, b"stats slabs\r\n", b"END\r\n").decode()
+    chunks = sorted({int(line.split()[2]) for line in reply.splitlines() if ":chunk_size " in line})
+    held = [i.size for i in keyspace.items(address, prefix) if ":m:" in i.key or ":c:" in i.key]
+    return sum(next(chunk for chunk in chunks if chunk >= size) for size in held)
+
+
+def test_the_fronts_byte_count_covers_what_memcached_really_holds(farm):
+    """1,500 one-byte puts: the bytes the front counts against its caps are
+    at least the memory their entries, and their claims once consumed, take
+    in memcached, not the 1,500 bytes of their bodies."""
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    prefix = f"{NAMESPACE}:q:http.tiny:"
+    with requests.Session() as producer:
+        for _ in range(1500):
+            put = producer.post(f"{farm.base}/queues/tiny/", data=b"x", headers=bearer, timeout=10)
+            assert put.status_code == 201, put.text
+    counted = int(keyspace.value_and_item(farm.address, f"{prefix}stat:bytes")[0] or 0)
+    held = _memory_of(farm.address, prefix)
+    assert held > 100 * 1500, held  # what a one-byte message really takes
+    assert counted >= held, (counted, held)
+    # Consumed (not yet acknowledged), their claims take memory too: still within the count.
+    with requests.Session() as consumer:
+        for _ in range(300):
+            assert consumer.get(f"{farm.base}/queues/tiny/", headers=bearer, timeout=10).status_code == 200
+    assert counted >= _memory_of(farm.address, prefix) > held
+
+
 def test_a_flood_of_puts_leaves_room_for_the_farms_work(farm):
     """One holder of the queue token fills what the HTTP front may hold, in
     several queues, and the farm's own work goes on in the same memcached:
@@ -164,3 +327,36 @@ def test_a_flood_of_puts_leaves_room_for_the_farms_work(farm):
     assert alice.wait_until(job, lambda p: p["final"], timeout=60)["state"] == "succeeded"
     stats = keyspace.stats(farm.address)
     assert stats.get("bytes", 0) < stats["limit_maxbytes"]
+
+
+def test_a_token_url_leaves_no_token_in_the_logs(farm):
+    """A poll answered, a wrong token (404), and memcached stalled under a
+    queued job (503): the node's log file (gunicorn's access log with its
+    default logger, Django's request log) shows `<token>` where the read
+    token was. Last in this module: memcached is held still for a moment."""
+    alice = WebClient(farm.base).login("alice")
+    worker = next(p for p in farm.started if p.name == "attacks-worker")
+    os.killpg(worker.proc.pid, signal.SIGSTOP)  # the job stays queued: only memcached knows its progress
+    try:
+        started = alice.start_report("top-customers", ALL_DATES)
+        job, token_url = started["job"], started["public_progress_url"]
+        token = token_url.strip("/").split("/")[-1]
+        assert requests.get(farm.base + token_url, timeout=10).status_code == 200
+        wrong = f"/progress/{job}/{'A' * 22}/"
+        assert requests.get(farm.base + wrong, timeout=10).status_code == 404
+        os.killpg(farm.memcached.proc.pid, signal.SIGSTOP)
+        try:
+            stalled = requests.get(farm.base + token_url, headers={"X-Progress-Missed": "1"}, timeout=30)
+            assert stalled.status_code == 503 and int(stalled.headers["Retry-After"]) > 0
+        finally:
+            os.killpg(farm.memcached.proc.pid, signal.SIGCONT)
+    finally:
+        os.killpg(worker.proc.pid, signal.SIGCONT)
+    alice.wait_until(job, lambda p: p["final"], timeout=60)
+    log = wait_for(
+        lambda: (text := farm.web.log()).count(f"/progress/{job}/<token>/") >= 4 and text,
+        timeout=10,
+        what="the polls in the node's log",
+    )
+    assert "Service Unavailable: /progress/" in log and "Not Found: /progress/" in log
+    assert token not in log and "A" * 22 not in log

@@ -21,6 +21,7 @@ from pymemcache.client.base import Client
 
 from progress.store import public_key
 from tests.harness import processes
+from tests.harness.chromium import until
 from tests.harness.processes import wait_for
 from tests.harness.web import DEMO_PASSWORD, WebClient
 from webfarm.core.client import build_client
@@ -30,6 +31,13 @@ pytestmark = pytest.mark.farm
 ALL_DATES = {"date_from": "2024-01-01", "date_to": "2025-12-31"}
 JSON = {"Accept": "application/json"}
 FAST = "X-Progress-Source"
+# What Django's SecurityMiddleware and XFrameOptionsMiddleware add to a poll's answer.
+SECURITY_HEADERS = (
+    "X-Content-Type-Options",
+    "X-Frame-Options",
+    "Referrer-Policy",
+    "Cross-Origin-Opener-Policy",
+)
 
 
 @dataclass
@@ -294,13 +302,9 @@ def test_a_planted_document_served_by_nginx_scripts_no_page(nginx_farm):
 
     from tests.harness.chromium import CHROMIUM, CHROMIUM_ARGS
 
-    # The workers held still: the job stays queued and its page keeps polling.
-    workers = [p for p in nginx_farm.started if p.name.startswith("worker-")]
-    for worker in workers:
-        os.killpg(worker.proc.pid, signal.SIGSTOP)
     alice = nginx_farm.client("alice")
     client = build_client(nginx_farm.env["MEMCACHED_SERVERS"].split(","), "nginxfarm")
-    try:
+    with _HeldWorkers(nginx_farm):  # the job stays queued and its page keeps polling
         started = _start(alice)
         job, token = started["job"], started["public_progress_url"].strip("/").split("/")[-1]
         planted = alice.get(f"/progress/{job}/", headers=JSON).json()
@@ -311,25 +315,11 @@ def test_a_planted_document_served_by_nginx_scripts_no_page(nginx_farm):
             result_url="javascript:window.__pwned=1",
             retried_as="../../../accounts/logout",
         )
-
-        def served_by_nginx() -> bool:
-            # Planted again each time: a memcached server the last test restarted may
-            # still be skipped by nginx for its fail_timeout (5 s), and Django answers then.
-            assert client.set(public_key(job, token), json.dumps(planted).encode())
-            served = requests.get(f"{nginx_farm.url}/progress/{job}/{token}/", timeout=10)
-            return served.headers.get(FAST) == "memcached" and served.json()["message"].startswith("PLANTED")
-
-        wait_for(served_by_nginx, timeout=30, interval=0.5, what="nginx serving the planted document")
+        _plant(nginx_farm, client, job, token, planted)
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             for username, path in (("alice", f"/jobs/{job}/"), ("admin", "/admin/dashboard/")):
-                context = browser.new_context(base_url=nginx_farm.url)
-                page = context.new_page()
-                page.goto("/accounts/login/")
-                page.get_by_label("Username").fill(username)
-                page.get_by_label("Password").fill(DEMO_PASSWORD)
-                page.get_by_role("button", name="Log in").click()
-                page.wait_for_url(lambda url: "/accounts/login/" not in url)
+                page = _logged_in_page(browser, nginx_farm, username)
                 page.goto(path)
                 bar = page.locator(f'[data-progress-url*="{job}"]')
                 # The planted document was drawn: its text, as text.
@@ -342,13 +332,152 @@ def test_a_planted_document_served_by_nginx_scripts_no_page(nginx_farm):
                 assert bar.get_attribute("data-progress-url") == f"/progress/{job}/{token}/", username
                 assert page.locator("img[src=x]").count() == 0, username
                 page.screenshot(path=str(nginx_farm.dir / f"planted-{username}.png"), full_page=True)
-                context.close()
+                page.context.close()
             browser.close()
-    finally:
-        for worker in workers:
-            os.killpg(worker.proc.pid, signal.SIGCONT)
-        client.close()
+    client.close()
     assert alice.post(f"/progress/{job}/cancel/", headers=JSON).status_code == 202
+
+
+class _HeldWorkers:
+    """The farm's workers held still (SIGSTOP), so jobs stay queued and
+    their pages keep polling; let go on the way out."""
+
+    def __init__(self, farm: NginxFarm) -> None:
+        self.workers = [p for p in farm.started if p.name.startswith("worker-")]
+
+    def __enter__(self) -> "_HeldWorkers":
+        for worker in self.workers:
+            os.killpg(worker.proc.pid, signal.SIGSTOP)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for worker in self.workers:
+            os.killpg(worker.proc.pid, signal.SIGCONT)
+
+
+def _plant(farm: NginxFarm, client, job: str, token: str, document: dict) -> None:
+    """Write `document` as the job's published one, as anyone who can reach
+    memcached could, until nginx serves it."""
+
+    def served_by_nginx() -> bool:
+        assert client.set(public_key(job, token), json.dumps(document).encode())
+        served = requests.get(f"{farm.url}/progress/{job}/{token}/", timeout=10)
+        return served.headers.get(FAST) == "memcached" and served.json()["state"] == document["state"]
+
+    wait_for(served_by_nginx, timeout=30, interval=0.5, what="nginx serving the planted document")
+
+
+def _logged_in_page(browser, farm: NginxFarm, username: str):
+    context = browser.new_context(base_url=farm.url)
+    page = context.new_page()
+    page.goto("/accounts/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(DEMO_PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(lambda url: "/accounts/login/" not in url)
+    return page
+
+
+@pytest.mark.browser
+def test_a_planted_retry_points_no_button_at_another_job(nginx_farm):
+    """Two of alice's jobs, A and B, queued. A document planted at A's key
+    says A was lost and runs again as B. On A's page (and on the staff
+    dashboard) the bar asks Django, which says A is queued: the page stays
+    A's, its Cancel still posts to A, and one click cancels A, not B."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.harness.chromium import CHROMIUM, CHROMIUM_ARGS
+
+    alice = nginx_farm.client("alice")
+    client = build_client(nginx_farm.env["MEMCACHED_SERVERS"].split(","), "nginxfarm")
+    with _HeldWorkers(nginx_farm):
+        a, b = _start(alice), _start(alice)
+        job_a, token_a = a["job"], a["public_progress_url"].strip("/").split("/")[-1]
+        planted = {**alice.get(f"/progress/{job_a}/", headers=JSON).json(), "state": "lost"}
+        planted.update(final=True, retried_as=b["job"], error="PLANTED lost", attempt=2)
+        _plant(nginx_farm, client, job_a, token_a, planted)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            for username, path in (("admin", "/admin/dashboard/"), ("alice", f"/jobs/{job_a}/")):
+                page = _logged_in_page(browser, nginx_farm, username)
+                # The planted end sends the bar to Django, whose answer it shows.
+                with page.expect_response(lambda r, j=job_a: r.url.endswith(f"/progress/{j}/")) as asked:
+                    page.goto(path)
+                assert asked.value.json()["state"] == "queued", username
+                bar = page.locator(f'[data-progress-url*="{job_a}"]')
+                bar.locator("[data-field=state]").filter(has_text="queued").wait_for(timeout=10_000)
+                assert page.url == nginx_farm.url + path, username
+                cancel = bar.locator("form.cancel")
+                assert cancel.get_attribute("action") == f"/progress/{job_a}/cancel/", username
+                assert cancel.is_visible(), username
+                page.screenshot(path=str(nginx_farm.dir / f"planted-retry-{username}.png"), full_page=True)
+                if username == "alice":
+                    with page.expect_response(lambda r: r.request.method == "POST") as cancelled:
+                        cancel.get_by_role("button", name="Cancel").click()
+                    assert cancelled.value.url.endswith(f"/progress/{job_a}/cancel/")
+                page.context.close()
+            browser.close()
+        assert alice.get(f"/progress/{job_a}/").json()["state"] == "cancelled"
+        after_b = alice.get(f"/progress/{b['job']}/").json()
+        assert after_b["state"] == "queued" and not after_b["cancel_requested"]
+    client.close()
+    assert alice.post(f"/progress/{b['job']}/cancel/", headers=JSON).status_code == 202
+
+
+@pytest.mark.browser
+def test_a_planted_success_does_not_reload_the_page_again_and_again(nginx_farm):
+    """A job's page reloads when the job succeeds (to show its files). A
+    "succeeded" document planted for a queued job is asked of Django once;
+    the page is not reloaded, and the bar polls Django from then on."""
+    from playwright.sync_api import sync_playwright
+
+    from tests.harness.chromium import CHROMIUM, CHROMIUM_ARGS
+
+    alice = nginx_farm.client("alice")
+    client = build_client(nginx_farm.env["MEMCACHED_SERVERS"].split(","), "nginxfarm")
+    with _HeldWorkers(nginx_farm):
+        started = _start(alice)
+        job, token = started["job"], started["public_progress_url"].strip("/").split("/")[-1]
+        planted = {**alice.get(f"/progress/{job}/", headers=JSON).json(), "state": "succeeded"}
+        planted.update(final=True, percent=100, message="PLANTED success")
+        _plant(nginx_farm, client, job, token, planted)
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            page = _logged_in_page(browser, nginx_farm, "alice")
+            loads = []
+            page.on("load", lambda _: loads.append(1))
+            checked = []
+            page.on("response", lambda r: r.url.endswith(f"/progress/{job}/") and checked.append(r.status))
+            page.goto(f"/jobs/{job}/")
+            assert page.locator("[data-reload-on-success]").count() == 1
+            # Three of Django's answers: the check, then two polls of the bar's own.
+            until(page, lambda: len(checked) >= 3, timeout=30, what="the bar polling Django")
+            assert loads == [1] and set(checked) <= {200, 304}
+            bar = page.locator(f'[data-progress-url*="{job}"]')
+            assert bar.locator("[data-field=state]").inner_text() == "queued"
+            browser.close()
+    client.close()
+    assert alice.post(f"/progress/{job}/cancel/", headers=JSON).status_code == 202
+
+
+def test_the_fast_path_sends_the_headers_django_sends(nginx_farm):
+    """nginx's answer from memcached carries the security headers Django's
+    answer to the same poll carries."""
+    alice = nginx_farm.client("alice")
+    started = _start(alice, "return-rates", {**ALL_DATES, "min_units": 1})
+    url = nginx_farm.url + started["public_progress_url"]
+    fast = wait_for(
+        lambda: (r := requests.get(url, timeout=10)).headers.get(FAST) == "memcached" and r,
+        timeout=30,
+        what="an answer from the fast path",
+    )
+    node = f"http://127.0.0.1:{nginx_farm.node_ports['node-b']}"
+    slow = requests.get(node + started["public_progress_url"], timeout=10)  # a web node itself
+    assert FAST not in slow.headers
+    for header in SECURITY_HEADERS:
+        assert slow.headers.get(header), header
+        assert fast.headers.get(header) == slow.headers[header], header
+    alice.post(f"/progress/{started['job']}/cancel/", headers=JSON)
 
 
 def _raw_stats(address: str) -> dict:

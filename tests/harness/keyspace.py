@@ -27,7 +27,7 @@ class Item:
         return self.expires - (time.time() if now is None else now)
 
 
-def _command(address: str, command: bytes, end: bytes) -> bytes:
+def command(address: str, command: bytes, end: bytes) -> bytes:
     host, port = address.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         sock.sendall(command)
@@ -67,7 +67,7 @@ def value_and_item(address: str, key: str) -> tuple[bytes | None, Item | None]:
 
 def items(address: str, prefix: str = "") -> list[Item]:
     """Every live item whose key starts with `prefix`."""
-    raw = _command(address, b"lru_crawler metadump all\r\n", b"END\r\n")
+    raw = command(address, b"lru_crawler metadump all\r\n", b"END\r\n")
     found = []
     for line in raw.decode(errors="replace").splitlines():
         if not line.startswith("key="):
@@ -82,7 +82,7 @@ def items(address: str, prefix: str = "") -> list[Item]:
 
 
 def stats(address: str) -> dict[str, int]:
-    raw = _command(address, b"stats\r\n", b"END\r\n")
+    raw = command(address, b"stats\r\n", b"END\r\n")
     values = {}
     for line in raw.decode().splitlines():
         parts = line.split(" ")
@@ -94,13 +94,13 @@ def stats(address: str) -> dict[str, int]:
 def reclaim_expired(address: str) -> None:
     """Have memcached's LRU crawler free expired items now (it does so on its
     own, lazily), so curr_items and bytes count only live ones."""
-    _command(address, b"lru_crawler crawl all\r\n", b"\r\n")
+    command(address, b"lru_crawler crawl all\r\n", b"\r\n")
 
 
 def plant(address: str, key: str, value: bytes, flags: int = 0, ttl: int = 300) -> None:
     """Write a raw value as anyone who can reach memcached could."""
-    command = b"set %s %d %d %d\r\n%s\r\n" % (key.encode(), flags, ttl, len(value), value)
-    reply = _command(address, command, b"\r\n")
+    setting = b"set %s %d %d %d\r\n%s\r\n" % (key.encode(), flags, ttl, len(value), value)
+    reply = command(address, setting, b"\r\n")
     assert reply == b"STORED\r\n", reply
 
 

@@ -480,7 +480,7 @@ def test_acks_hold_when_memcached_moves_entries_to_another_page(settings, tmp_pa
         slab = _slab_of(address, 20_000)
         keys = [queue.layout.key(m.generation, "m", m.index) for m in (acked, rejected, buried)]
         before = queue.client.gets_many(keys)
-        assert keyspace._command(address, b"slabs reassign %d 0\r\n" % slab, b"\r\n") == b"OK\r\n"
+        assert keyspace.command(address, b"slabs reassign %d 0\r\n" % slab, b"\r\n") == b"OK\r\n"
 
         def moved() -> bool:
             now = queue.client.gets_many(keys)
@@ -500,7 +500,7 @@ def test_acks_hold_when_memcached_moves_entries_to_another_page(settings, tmp_pa
 
 def _slab_of(address: str, size: int) -> int:
     """The slab class that holds the items of about `size` bytes."""
-    reply = keyspace._command(address, b"stats slabs\r\n", b"END\r\n").decode()
+    reply = keyspace.command(address, b"stats slabs\r\n", b"END\r\n").decode()
     sizes = {int(m[1]): int(m[2]) for m in re.finditer(r"STAT (\d+):chunk_size (\d+)", reply)}
     used = {int(m[1]) for m in re.finditer(r"STAT (\d+):used_chunks [1-9]", reply)}
     return min(c for c in used if sizes[c] >= size)
