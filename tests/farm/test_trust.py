@@ -31,6 +31,8 @@ ALL_DATES = {"date_from": "2024-01-01", "date_to": "2025-12-31", "top": "5", "re
 # job that runs (tests/unit/test_services.py plants one), counters and worker heartbeats only through
 # their registries, which are planted too here (refused as "list").
 NOT_READ_HERE = {"cancel", "counter", "workers"}
+# The address whose password resets are counted under a planted key.
+RESET_EMAIL = "nobody@example.com"
 
 
 class RunsCode:
@@ -98,6 +100,8 @@ def test_a_pickle_planted_under_every_key_runs_nothing(tmp_path):
             "print(get_user_model().objects.get(username='alice').pk)",
         ).split()[-1]
 
+        from webfarm.limits.windows import digest
+
         # Overwrite every key there is, and plant one of each family that is not there now
         # (claims on the site log's next entries, among them).
         keys = {item.key for item in keyspace.items(address, f"{NAMESPACE}:")}
@@ -117,6 +121,7 @@ def test_a_pickle_planted_under_every_key_runs_nothing(tmp_path):
                 "workers:registry",
                 "workers:0123456789abcdef",
                 f"login-fail:user:{'0' * 24}",
+                f"reset:email:{digest(RESET_EMAIL)}",
                 # The running totals exist only once the flusher has built them.
                 f"poll:{poll_id}:built",
                 f"poll:{poll_id}:0badc0de:c:{choice}",
@@ -172,6 +177,7 @@ def test_a_pickle_planted_under_every_key_runs_nothing(tmp_path):
             "metrics": requests.get(f"{base}/stats/metrics", headers=bearer, timeout=10),
             "queue": requests.get(f"{base}/queues/inbox/", headers=bearer, timeout=10),
             "login": requests.get(f"{base}/accounts/login/", timeout=10),
+            "password reset": _reset(base, RESET_EMAIL),
         }
         for what, response in answers.items():
             assert response.status_code in (200, 204, 302, 404), (what, response.status_code)
@@ -203,6 +209,18 @@ def test_a_pickle_planted_under_every_key_runs_nothing(tmp_path):
         except TimeoutError:
             raise AssertionError(f"never refused: {sorted(unrefused())}") from None
         wait_for(lambda: not canary.exists(), timeout=1, what="nothing ran")
+
+
+def _reset(base: str, email: str) -> requests.Response:
+    """A password reset asked for, as a browser asks (the form's CSRF token)."""
+    browser = requests.Session()
+    browser.get(f"{base}/accounts/password_reset/", timeout=10).raise_for_status()
+    return browser.post(
+        f"{base}/accounts/password_reset/",
+        {"email": email, "csrfmiddlewaretoken": browser.cookies["csrftoken"]},
+        allow_redirects=False,
+        timeout=10,
+    )
 
 
 def _raw_get(address: str, key: str) -> bytes:

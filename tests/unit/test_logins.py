@@ -46,10 +46,15 @@ def test_one_address_trying_many_usernames_is_refused_too(alice):
 
 
 def test_a_count_planted_as_anything_but_a_number_is_ignored(alice):
+    """It refuses nothing, and does not switch counting off: the next
+    failure starts the count again."""
     request = Client().get("/").wsgi_request
     for key in logins.failure_keys(request, "alice"):
         get_client().set(key, b"not a number", expire=60)
     assert _login(Client(), "alice", "right-password", address="127.0.0.1").status_code == 302
+    for _ in range(3):
+        assert _login(Client(), "alice", "wrong", address="127.0.0.1").status_code == 200
+    assert _login(Client(), "alice", "right-password", address="127.0.0.1").status_code == 429
 
 
 def test_a_count_planted_past_the_limit_refuses_a_window_of_logins_and_no_more(alice):

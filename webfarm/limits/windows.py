@@ -5,14 +5,16 @@ A count is one memcached key per name, made by the first event with the
 window as its lifetime and incremented after: it ends a window after its
 first event, never later. The names are hashed (anyone may type any string
 as a username or an e-mail address). Someone who can write memcached can
-raise a count (refusals until it lapses) or drop it (a few more tries).
-memcached unreachable: nothing is counted, nothing refused.
+raise a count (refusals until it lapses) or drop it (a few more tries); a
+count that is not a number is started again from this event, so planting
+one does not switch counting off. memcached unreachable: nothing is
+counted, nothing refused.
 """
 
 import hashlib
 import logging
 
-from pymemcache.exceptions import MemcacheError
+from pymemcache.exceptions import MemcacheClientError, MemcacheError
 
 from webfarm.core.client import get_client
 
@@ -45,7 +47,11 @@ def count(keys: list[str], window: int) -> list[int]:
     counts = []
     for key in keys:
         try:
-            counted = client.incr(key, 1)
+            try:
+                counted = client.incr(key, 1)
+            except MemcacheClientError:  # not a number: written by someone else
+                client.set(key, b"1", expire=window, noreply=False)
+                counted = 1
             if counted is None and not client.add(key, b"1", expire=window, noreply=False):
                 counted = client.incr(key, 1)  # another process made it a moment ago
             counts.append(1 if counted is None else int(counted))
