@@ -13,10 +13,14 @@ APT_UPDATED := /tmp/.webfarm-apt-updated
 # Where `make run` listens.
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# pytest-xdist workers: farm tests mostly wait on processes, so a 2-core
+# machine keeps four busy (docs/testing.md has the measurements).
+TEST_WORKERS ?= 3
+CHECK_WORKERS ?= 3
 
-.PHONY: setup system-packages test-packages farm-packages venv migrate demo run farm test check bench lint clean
+.PHONY: setup system-packages test-packages farm-packages venv bytecode migrate demo run farm test check bench lint clean
 
-setup: system-packages venv migrate demo
+setup: system-packages venv bytecode migrate demo
 
 # Install an OS package when its command is missing: $(call need,command,package)
 define need
@@ -50,6 +54,11 @@ $(REQ_STAMP): requirements.txt
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
 	@rm -f $(VENV)/.req-* && touch $@
 
+# Every process the farm and the tests start imports the project: compiled
+# once here, not in each (where PYTHONDONTWRITEBYTECODE is set, none writes it).
+bytecode: venv
+	@$(PY) -m compileall -q -j 0 webfarm progress reports tests bench manage.py >/dev/null
+
 migrate: venv
 	@$(PY) manage.py migrate --no-input -v 0
 	@$(PY) manage.py collectstatic --no-input -v 0
@@ -65,11 +74,11 @@ farm: setup farm-packages
 	@$(PY) -m webfarm.farm --port $(PORT)
 
 test: setup test-packages lint
-	$(PY) -m pytest --durations=15
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15
 
-# The quick tier: lint and the tests that start no farm (a minute or two).
+# The quick tier: lint and the tests that start no farm (about a minute and a half).
 check: setup lint
-	$(PY) -m pytest tests/unit
+	$(PY) -m pytest tests/unit -n $(CHECK_WORKERS) --dist loadgroup
 
 bench: setup test-packages
 	$(PY) -m bench

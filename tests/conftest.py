@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import processes
+from tests.harness import processes, scheduling
 from tests.harness.web import DEMO_PASSWORD, WebClient
 
 # Where the in-process settings point between tests: a port where nothing
@@ -49,6 +49,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             misplaced.append(f"{item.nodeid} (marked {sorted(marks)}, in tests/{tier}/)")
     if misplaced:
         raise pytest.UsageError("tests in the wrong tier's folder:\n  " + "\n  ".join(misplaced))
+    scheduling.group_and_order(items)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # Once a run, before any worker starts (pytest-xdist's workers have
+    # workerinput): pages render with the static files' manifest, and the
+    # farms' nodes serve them.
+    if not hasattr(session.config, "workerinput"):
+        processes.collect_static_files()
 
 
 @pytest.fixture(scope="session")
@@ -188,7 +197,6 @@ def farm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
             "REPORTS_PART_ROWS": "0",
         }
         processes.manage(env, "migrate", "--no-input", "-v", "0")
-        processes.manage(env, "collectstatic", "--no-input", "-v", "0")
         processes.manage(env, "seed_demo", "-v", "0")
         worker = processes.celery_worker(env, base, "worker-a")
         started.append(worker)

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 import requests
@@ -33,10 +34,22 @@ MARKS = (
 )
 
 
-def _farm_processes() -> list[tuple[str, str]]:
-    # -ww: without it ps cuts lines at $COLUMNS (CI sets 80), and the worker's mark is past that.
-    running = subprocess.run(["ps", "-ww", "-eo", "args"], capture_output=True, text=True, check=True).stdout
-    return [(mark, line) for line in running.splitlines() for mark in MARKS if mark in line]
+def _farm_processes(key: str) -> list[tuple[str, str]]:
+    """This farm's processes, by mark: those whose environment holds its
+    secret key (tests beside it in a parallel run start beats and workers
+    of their own)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+            line = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone, or not ours to read
+            continue
+        if f"DJANGO_SECRET_KEY={key}".encode() in environ:
+            found.extend((mark, line) for mark in MARKS if mark in line)
+    return found
 
 
 def test_make_farm_runs_a_job_through_nginx_and_ctrl_c_stops_it_all(tmp_path):
@@ -45,13 +58,14 @@ def test_make_farm_runs_a_job_through_nginx_and_ctrl_c_stops_it_all(tmp_path):
     assert not busy, f"ports the farm uses are taken: {busy}"
     port = processes.free_port()
     with processes.postgres_database("webfarm_make_farm") as database_url:
+        key = "make-farm-" + uuid.uuid4().hex
         env = {
             **os.environ,
             "DATABASE_URL": database_url,
             "DEMO_ORDERS": "3000",
             "DEMO_PASSWORD": DEMO_PASSWORD,
             "MEMCACHED_NAMESPACE": "makefarm",
-            "DJANGO_SECRET_KEY": "make-farm-" + uuid.uuid4().hex,
+            "DJANGO_SECRET_KEY": key,
         }
         argv = [str(processes.BIN / "python"), "-m", "webfarm.farm", "--port", str(port)]
         farm = processes.Process("make-farm", argv, log_dir=tmp_path, env=env).start()
@@ -107,7 +121,7 @@ def test_make_farm_runs_a_job_through_nginx_and_ctrl_c_stops_it_all(tmp_path):
             assert by_hand.stdout.startswith("0 dead letters of sitelog"), by_hand.stdout
             for port_in_use in ports:
                 assert _listening(port_in_use), port_in_use
-            assert {mark for mark, _ in _farm_processes()} == set(MARKS)
+            assert {mark for mark, _ in _farm_processes(key)} == set(MARKS)
         finally:
             # Ctrl-C in a terminal: SIGINT to the whole foreground group.
             if farm.alive():
@@ -117,4 +131,4 @@ def test_make_farm_runs_a_job_through_nginx_and_ctrl_c_stops_it_all(tmp_path):
         processes.wait_for(
             lambda: not any(_listening(p) for p in [*ports, port]), timeout=15, what="every port closed"
         )
-        assert not _farm_processes(), _farm_processes()
+        assert not _farm_processes(key), _farm_processes(key)

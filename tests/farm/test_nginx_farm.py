@@ -82,7 +82,6 @@ def nginx_farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NginxFarm]:
             "LIMITS_REPORTS_PER_KIND": "50",
         }
         processes.manage(env, "migrate", "--no-input", "-v", "0")
-        processes.manage(env, "collectstatic", "--no-input", "-v", "0")
         processes.manage(env, "seed_demo", "-v", "0")
         for name in ("worker-1", "worker-2"):
             started.append(processes.celery_worker(env, base, name, concurrency=1))

@@ -62,7 +62,6 @@ def spike_farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SpikeFarm]:
             "POLLS_ANONYMOUS_PER_ADDRESS": "100000",
         }
         processes.manage(env, "migrate", "--no-input", "-v", "0")
-        processes.manage(env, "collectstatic", "--no-input", "-v", "0")
         started.append(processes.celery_worker(env, base, "flusher"))
         started.append(processes.celery_beat(env, base))
         nodes = []

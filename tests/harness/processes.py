@@ -286,6 +286,13 @@ def redis(log_dir: Path) -> tuple[Process, str]:
     return process, f"redis://127.0.0.1:{port}/0"
 
 
+def collect_static_files() -> None:
+    """The site's static files into STATIC_ROOT, as `make setup` collects
+    them: once a run, before the tests (tests/conftest.py), never by two
+    farms at once while a third serves them."""
+    manage(with_secret_key(None), "collectstatic", "--no-input", "-v", "0")
+
+
 def manage(env: dict, *args: str) -> str:
     result = subprocess.run(
         [str(BIN / "python"), "manage.py", *args],

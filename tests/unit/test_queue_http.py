@@ -76,6 +76,7 @@ def test_403_for_everyone_while_no_token_is_configured(client, settings):
 def test_400_for_bad_names_empty_messages_and_bad_receipts(client):
     assert client.get("/queues/a:b/", **AUTH).status_code == 400
     assert _post(client, "/queues/etl/", b"").status_code == 400
+    assert _post(client, "/queues/etl/").status_code == 201  # the queue exists: its receipts are judged
     for receipt in ["x", "00000000.1.zz", "0000000g.1.0123456789abcdef", "a b", "\x00"]:
         response = _post(
             client,

@@ -1,0 +1,72 @@
+"""Which tests run together on one pytest-xdist worker, and which start first.
+
+`make test` runs the suite on several workers (`--dist loadgroup`): most
+farm tests spend their time waiting on processes, so two cores can keep
+several farms busy. A farm is built once per worker that needs it, so the
+tests that share one are kept on one worker (an `xdist_group`):
+
+* a module's tests, which share its module-scoped farm;
+* the tests on the session's shared farm (tests/conftest.py `farm`), one
+  group per broker and tier, so that each builds that farm once;
+* unit tests stand alone: each goes to whichever worker is free.
+
+Groups start longest first (LONGEST, from the table in docs/testing.md), so
+that the run does not end waiting on one long group that started last; the
+unit tests fill the gaps at the end.
+"""
+
+import pytest
+
+# The groups that take longest, longest first (docs/testing.md, "Where the
+# time goes"); every other farm, host and browser module follows them, then
+# the unit tests.
+LONGEST = (
+    "shared-farm[memcached]:browser",
+    "tests/hosts/test_hosts.py",
+    "tests/hosts/test_chaos_hosts.py",
+    "tests/farm/test_soak.py",
+    "tests/farm/test_chaos.py",
+    "tests/farm/test_job_delivery.py",
+    "tests/farm/test_fanout.py",
+    "shared-farm[memcached]:farm",
+    "tests/farm/test_broker.py",
+    "shared-farm[redis]:browser",
+    "tests/farm/test_nginx_farm.py",
+    "tests/farm/test_poll_spike.py",
+    "tests/farm/test_trust.py",
+    "tests/farm/test_attacks.py",
+    "tests/farm/test_bad_input_http.py",
+    "shared-farm[redis]:farm",
+)
+
+
+def group_of(item: pytest.Item) -> str | None:
+    """The group `item` runs in, or None for a test that may run anywhere."""
+    tier = item.nodeid.split("/")[1] if item.nodeid.startswith("tests/") else ""
+    if tier == "unit":
+        return None
+    definitions = item._fixtureinfo.name2fixturedefs.get("farm", ())  # type: ignore[attr-defined]
+    if definitions and definitions[-1].scope == "session":
+        broker = item.callspec.params.get("farm") if hasattr(item, "callspec") else None
+        return f"shared-farm[{broker}]:{tier}"
+    return item.nodeid.split("::")[0]
+
+
+def group_and_order(items: list[pytest.Item]) -> None:
+    """Mark each test with its group and put the longest groups first (in
+    place; the order of tests within a group is kept)."""
+    rank = {name: n for n, name in enumerate(LONGEST)}
+    groups = {}
+    for item in items:
+        group = groups[item.nodeid] = group_of(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+    def order(indexed: tuple[int, pytest.Item]) -> tuple[int, int]:
+        index, item = indexed
+        group = groups[item.nodeid]
+        if group is None:
+            return (len(LONGEST) + 1, index)
+        return (rank.get(group, len(LONGEST)), index)
+
+    items[:] = [item for _, item in sorted(enumerate(items), key=order)]
