@@ -78,12 +78,24 @@ class Job(models.Model):
     worker = models.CharField(max_length=200, blank=True)
     errors = models.JSONField(default=list, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
+    # The row ended the job while memcached could not be told (it was away),
+    # so memcached may still say queued or running: the reaper writes the end
+    # there once it answers (progress.launching.reaper.publish_ends).
+    end_unpublished = models.BooleanField(default=False)
 
     objects = StateQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]
-        indexes = [models.Index(fields=["owner", "-created_at"])]
+        indexes = [
+            models.Index(fields=["owner", "-created_at"]),
+            # Only the few rows waiting for memcached are in it.
+            models.Index(
+                fields=["end_unpublished"],
+                condition=models.Q(end_unpublished=True),
+                name="progress_job_end_unpublished",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.kind} {self.id} ({self.state})"

@@ -215,7 +215,10 @@ def finish_job(
             return True
         except ProgressUnavailable as exc:
             if attempt == FINAL_WRITE_ATTEMPTS - 1:
-                # The row above holds the final state; readers fall back to it.
+                # The row above holds the final state, but memcached may still
+                # hold the record from before, which readers believe: the
+                # reaper writes the end there once memcached answers.
+                Job.objects.filter(pk=record.job).update(end_unpublished=True)
                 logger.error("job %s: final state %s kept in the database only: %s", record.job, state, exc)
             else:
                 time.sleep(FINAL_WRITE_PAUSE * (attempt + 1))

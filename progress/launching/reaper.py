@@ -19,6 +19,9 @@ its task, or the broker lost it (a memcached broker restarted). Such a task is
 sent again, once; sending twice is harmless, since a job starts only from
 `queued` (progress.services.begin_job). A job still queued long after that is
 ended as lost, with the reason, so no job waits forever.
+
+And it writes to memcached the ends it missed (`publish_ends`): a job that
+ended while memcached was away still had its old record there.
 """
 
 import logging
@@ -154,3 +157,26 @@ def _send(job: Job, send: Callable[[Job], None], forgotten: bool) -> bool:
         return False
     logger.warning("job %s (%s): its task was sent again", job.id, why)
     return True
+
+
+ENDS_BATCH = 100
+
+
+def publish_ends() -> list[str]:
+    """Jobs whose end the database holds and memcached was never told (it
+    was away when they ended): their record, rebuilt from the row, is
+    written over whatever memcached still says (queued, running). Returns
+    their ids; while memcached is away, none."""
+    waiting = list(Job.objects.filter(end_unpublished=True).order_by("finished_at")[:ENDS_BATCH])
+    published = []
+    for job in waiting:
+        try:
+            store.write(record_from_job(job))
+        except ProgressUnavailable as exc:
+            logger.info("reaper waits: memcached unreachable (%s)", exc)
+            break
+        published.append(job.id)
+    Job.objects.filter(pk__in=published).update(end_unpublished=False)
+    for job_id in published:
+        logger.warning("job %s: its end, kept in the database only, is written to memcached", job_id)
+    return published

@@ -14,7 +14,7 @@ from progress.exceptions import JobNotRunnable
 from progress.ids import new_job_id
 from progress.jobtype_base import JobTypeBase
 from progress.launching.admission import split_job
-from progress.launching.reaper import reap, reap_queued
+from progress.launching.reaper import publish_ends, reap, reap_queued
 from progress.models import Job
 from progress.parts.reaper import PartSender
 from progress.records import JobRecord
@@ -84,9 +84,10 @@ def _send_quietly(job: Job, job_type: JobTypeBase, *, slots: list[str]) -> None:
 def reap_lost_jobs() -> list[str]:
     """End jobs whose worker died, running each again once where allowed
     (of a job split in parts, the part whose worker died); send again the
-    tasks of queued jobs that never reached a worker."""
+    tasks of queued jobs that never reached a worker; tell memcached the
+    ends it missed."""
     parts = PartSender(send_part, _send_again, _send_merge, lost=retry_lost)
-    return reap(on_lost=retry_lost, parts=parts) + reap_queued(send=_send_again)
+    return reap(on_lost=retry_lost, parts=parts) + reap_queued(send=_send_again) + publish_ends()
 
 
 def _send_merge(job: Job) -> None:

@@ -1,5 +1,6 @@
 """Jobs whose worker died: lost after the heartbeat's silence, run again once."""
 
+import json
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -217,3 +218,27 @@ def test_a_split_job_whose_part_is_lost_twice_runs_again_as_a_new_job(
     assert (again.state, again.part_count, again.attempt) == ("queued", job.part_count, 2)
     assert len(sent) == 1
     assert slots.holders(f"reports-user:{alice.pk}", 2) == [again.id]
+
+
+def test_an_end_memcached_missed_is_written_there_once_it_answers(alice, settings, monkeypatch):
+    """A job failed to queue while memcached was away: the row says failed,
+    memcached still says queued (what readers believe). The reaper's next
+    pass with memcached back writes the end; none before."""
+    from progress import selectors, services
+
+    monkeypatch.setattr(services, "FINAL_WRITE_PAUSE", 0)
+    job = services.create_job(owner=alice, kind="demo", title="Demo", params={})
+    reachable = settings.MEMCACHED
+    settings.MEMCACHED = {**reachable, "SERVERS": [f"127.0.0.1:{free_port()}"]}
+    services.fail_to_queue(job=job, reason="The job queue is unavailable; please try again.")
+    assert Job.objects.get(pk=job.id).end_unpublished
+    assert reap_lost_jobs() == []  # memcached still away: nothing to write it to
+    settings.MEMCACHED = reachable
+    assert store.read(job.id).state == "queued"  # the stale record a poll would serve
+
+    assert job.id in reap_lost_jobs()
+    shown = selectors.job_record(job_id=job.id, owner_id=alice.pk)
+    assert (shown.state, shown.error) == ("failed", "The job queue is unavailable; please try again.")
+    assert json.loads(store.read_public(job.id, shown.read_token))["state"] == "failed"  # nginx serves it
+    assert not Job.objects.get(pk=job.id).end_unpublished
+    assert job.id not in reap_lost_jobs()  # written once
