@@ -14,7 +14,7 @@ APT_UPDATED := /tmp/.webfarm-apt-updated
 HOST ?= 127.0.0.1
 PORT ?= 8000
 # pytest-xdist workers: farm tests mostly wait on processes, so a 2-core
-# machine keeps four busy (docs/testing.md has the measurements).
+# machine keeps three busy (docs/testing.md, "Time", has the measurements).
 TEST_WORKERS ?= 3
 CHECK_WORKERS ?= 3
 

@@ -399,8 +399,14 @@ def test_a_planted_retry_points_no_button_at_another_job(nginx_farm):
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
             for username, path in (("admin", "/admin/dashboard/"), ("alice", f"/jobs/{job_a}/")):
                 page = _logged_in_page(browser, nginx_farm, username)
+
                 # The planted end sends the bar to Django, whose answer it shows.
-                with page.expect_response(lambda r, j=job_a: r.url.endswith(f"/progress/{j}/")) as asked:
+                # Asked from this page: the page the login lands on shows A's
+                # bar too, and its answer is gone once the browser moves on.
+                def from_this_page(r, j=job_a, page_url=nginx_farm.url + path):
+                    return r.url.endswith(f"/progress/{j}/") and r.request.headers.get("referer") == page_url
+
+                with page.expect_response(from_this_page) as asked:
                     page.goto(path)
                 assert asked.value.json()["state"] == "queued", username
                 bar = page.locator(f'[data-progress-url*="{job_a}"]')
@@ -446,8 +452,16 @@ def test_a_planted_success_does_not_reload_the_page_again_and_again(nginx_farm):
             loads = []
             page.on("load", lambda _: loads.append(1))
             checked = []
-            page.on("response", lambda r: r.url.endswith(f"/progress/{job}/") and checked.append(r.status))
-            page.goto(f"/jobs/{job}/")
+            here = f"{nginx_farm.url}/jobs/{job}/"  # not the bar on the page the login landed on
+            page.on(
+                "response",
+                lambda r: (
+                    r.url.endswith(f"/progress/{job}/")
+                    and r.request.headers.get("referer") == here
+                    and checked.append(r.status)
+                ),
+            )
+            page.goto(here)
             assert page.locator("[data-reload-on-success]").count() == 1
             # Three of Django's answers: the check, then two polls of the bar's own.
             until(page, lambda: len(checked) >= 3, timeout=30, what="the bar polling Django")
