@@ -1,3 +1,8 @@
+# Seconds a client is asked to wait (Retry-After) when the progress store or
+# the broker is away: a poll and a start alike.
+UNAVAILABLE_RETRY_AFTER = 5
+
+
 class ProgressUnavailable(Exception):
     """memcached could not be reached or refused the write (full under -M)."""
 

@@ -21,6 +21,13 @@ def _from_database(job_id: str, owner_id: int | None) -> JobRecord | None:
     return None if job is None else record_from_job(job)
 
 
+def owner_scope(*, pk: int, is_active: bool, is_staff: bool) -> int | None:
+    """Whose jobs a user may see and cancel, as job_record's `owner_id`:
+    anyone's (None) for active staff, their own for everyone else. The one
+    rule for the views and the poll gate's lanes alike."""
+    return None if is_active and is_staff else pk
+
+
 def job_record(
     *, job_id: str, owner_id: int | None, raw: bytes | object | None = store.UNREAD
 ) -> JobRecord | None:

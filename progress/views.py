@@ -6,21 +6,17 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST, require_safe
 
 from progress import selectors, services, store
-from progress.exceptions import ProgressUnavailable
+from progress.exceptions import UNAVAILABLE_RETRY_AFTER, ProgressUnavailable
 from progress.ids import is_valid_job_id
 from progress.models import Job
 from webfarm.core.counters import count_soon
 from webfarm.core.http import json_error, json_polled, polled, wants_json
 from webfarm.core.users import user_with
 
-# Seconds a client should wait before polling again when memcached is away.
-UNAVAILABLE_RETRY_AFTER = 3
-
 
 def _owner_filter(request: HttpRequest) -> int | None:
-    """Whose jobs the caller may see and cancel: staff anyone's, others their own."""
     user = request.user
-    return None if user.is_active and user.is_staff else user.pk
+    return selectors.owner_scope(pk=user.pk, is_active=user.is_active, is_staff=user.is_staff)
 
 
 @polled

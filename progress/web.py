@@ -27,7 +27,7 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from progress import services
-from progress.exceptions import ProgressUnavailable
+from progress.exceptions import UNAVAILABLE_RETRY_AFTER, ProgressUnavailable
 from progress.jobtype_base import JobTypeBase
 from progress.launching.admission import Looked, StartRefused, look_at_limits, refused_in_flood
 from progress.models import Job
@@ -53,9 +53,6 @@ __all__ = [
     "refused_in_a_flood",
     "start_response",
 ]
-
-# Seconds a client is asked to wait when the progress store or the broker is away.
-UNAVAILABLE_RETRY_AFTER = 5
 
 Context = Callable[[], dict[str, Any]]
 

@@ -247,7 +247,9 @@ class Lanes:
             or not constant_time_compare(session_hash, user["auth"])
         ):
             return None
-        owner_id = None if user["is_staff"] else user["pk"]
+        owner_id = selectors.owner_scope(
+            pk=user["pk"], is_active=user["is_active"], is_staff=user["is_staff"]
+        )
         if job is not None and (owner_id is None or job[0] == owner_id):
             # A running job's document lives no longer than it may stay
             # silent (store.publish), as the record's own staleness rule.
