@@ -45,12 +45,12 @@ __all__ = [
     "ProgressUnavailable",
     "StartRefused",
     "cancel",
+    "flood_refusal_response",
     "job_progress",
     "job_rows",
     "look_before_start",
     "own_page",
     "page_record",
-    "refused_in_a_flood",
     "start_response",
 ]
 
@@ -116,7 +116,7 @@ def look_before_start(
         return unavailable_response(request, message, template=template, context=context)
 
 
-def refused_in_a_flood(
+def flood_refusal_response(
     request: HttpRequest, job_type: JobTypeBase, *, template: str, context: Context
 ) -> HttpResponse | None:
     """In a flood of starts against a full limit, the refusal for a signed-in

@@ -21,11 +21,11 @@ from django.views.decorators.http import require_http_methods, require_safe
 
 from progress.web import (
     Looked,
+    flood_refusal_response,
     job_rows,
     look_before_start,
     own_page,
     page_record,
-    refused_in_a_flood,
     start_response,
 )
 from reports import results, selectors
@@ -64,7 +64,7 @@ def _shed_floods(view: Callable[..., HttpResponse]) -> Callable[..., HttpRespons
         report = get_report(kind) if request.method == "POST" else None
         refused = None
         if report is not None:
-            refused = refused_in_a_flood(
+            refused = flood_refusal_response(
                 request, report, template=START_PAGE, context=_form_again(request, report)
             )
         return refused or view(request, kind)

@@ -13,7 +13,7 @@ from tests.harness.hostile import HOSTILE
 from tests.harness.processes import wait_for
 from webfarm.core.client import server_client
 from webfarm.queues.exceptions import InvalidQueueName, MessageTooLarge
-from webfarm.queues.queue import Queue, producer
+from webfarm.queues.queue import Queue, thread_queue
 
 
 @pytest.fixture
@@ -325,16 +325,16 @@ def test_what_a_vanished_consumer_took_is_recovered_by_new_short_lived_ones(fast
 
 
 def test_a_thread_keeps_its_producer_until_the_settings_change(settings):
-    first = producer("kept")
+    first = thread_queue("kept")
     first.put(b"one")
-    assert producer("kept") is first and producer("other") is not first
+    assert thread_queue("kept") is first and thread_queue("other") is not first
     elsewhere: list[Queue] = []
-    thread = threading.Thread(target=lambda: elsewhere.append(producer("kept")))
+    thread = threading.Thread(target=lambda: elsewhere.append(thread_queue("kept")))
     thread.start()
     thread.join()
     assert elsewhere[0] is not first  # a Queue is not shared between threads
     settings.QUEUES = {**settings.QUEUES, "HOLE_WAIT": 0.5}
-    assert producer("kept") is not first and producer("kept").layout.hole_wait == 0.5
+    assert thread_queue("kept") is not first and thread_queue("kept").layout.hole_wait == 0.5
     assert Queue("kept").claim().body == b"one"
 
 

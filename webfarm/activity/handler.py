@@ -18,7 +18,7 @@ from typing import Any
 
 from webfarm.core.counters import count
 from webfarm.queues.exceptions import QueueError, QueueFull
-from webfarm.queues.queue import producer
+from webfarm.queues.queue import thread_queue
 
 QUEUE_NAME = "sitelog"
 BUFFER = 10_000
@@ -49,7 +49,7 @@ def ship(queue_name: str, records: list[logging.LogRecord]) -> None:
     """Write records to the site log queue in one put_many; drops are counted."""
     try:
         bodies = [json.dumps(entry(record), default=str).encode() for record in records]
-        producer(queue_name).put_many(bodies)
+        thread_queue(queue_name).put_many(bodies)
     except QueueFull as exc:
         count("sitelog_dropped", len(records) - len(getattr(exc, "stored", [])), reason="memcached")
     except QueueError:

@@ -44,7 +44,7 @@ from webfarm.polls.models import Choice, Poll, Vote
 from webfarm.polls.snapshot import PollInfo
 from webfarm.polls.totals import built_key, db_totals, is_epoch, total_key
 from webfarm.queues.exceptions import QueueError
-from webfarm.queues.queue import Queue, producer
+from webfarm.queues.queue import Queue, thread_queue
 
 logger = logging.getLogger(__name__)
 
@@ -150,7 +150,7 @@ def _cast_in_memcached(ballot: Ballot, vote: dict[str, Any]) -> str:
     guess = _epochs_seen.get(poll_id)
     guessed = batch.add(b"ma", total_key(poll_id, guess, ballot.choice_id), "v") if guess else None
     # The vote's index in the queue, so that its put is one round trip.
-    queue = producer(config["QUEUE"])
+    queue = thread_queue(config["QUEUE"])
     reserved = queue.reserve_in(batch)
     replies = batch.run()
     if reserved is not None:

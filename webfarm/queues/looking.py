@@ -1,4 +1,4 @@
-"""Looking at a queue without consuming it: stats, peek, purge."""
+"""Looking at a queue without consuming it: stats, peek, what it holds."""
 
 from webfarm.queues import entries
 from webfarm.queues.entries import BadEntry
@@ -117,22 +117,3 @@ class Inspector:
         if not self.layout.dead and found.get(f"d{self.layout.key_base}:gen") is not None:
             held += self.dead_letters().held_bytes()
         return held
-
-    def purge(self) -> int:
-        """Drop every message: move to a new generation, then delete the old
-        entries. Returns how many indexes were cleared."""
-        with memcached_errors():
-            gen = self.layout.generation()
-            stats = self.stats()
-            self.layout.counters_lost(gen, reason="purges")
-            cleared = 0
-            for start in range(stats["floor"], stats["tail"] + 1, SCAN_BATCH):
-                batch = range(start, min(start + SCAN_BATCH, stats["tail"] + 1))
-                keys = [self.layout.key(gen, "m", i) for i in batch] + [
-                    self.layout.key(gen, "c", i) for i in batch
-                ]
-                self.layout.client.delete_many(keys, noreply=False)
-                cleared += len(batch)
-            for key in ("tail", "head", "floor", "scan"):
-                self.layout.client.delete(self.layout.key(gen, key), noreply=False)
-            return cleared

@@ -62,13 +62,14 @@ from collections.abc import Callable, Sequence
 from pymemcache.client.base import Client
 
 from webfarm.core.client import MetaBatch, MetaReply, StableHashClient, client_epoch
+from webfarm.queues import purging
 from webfarm.queues.conf import get_config
 from webfarm.queues.consuming import Consumer
 from webfarm.queues.layout import STATS, DeadLetter, Layout, Message
 from webfarm.queues.looking import Inspector
 from webfarm.queues.producing import Producer
 
-__all__ = ["STATS", "DeadLetter", "Message", "Queue", "producer"]
+__all__ = ["STATS", "DeadLetter", "Message", "Queue", "thread_queue"]
 
 
 class Queue:
@@ -188,13 +189,13 @@ class Queue:
         return self.inspector.held_bytes()
 
     def purge(self) -> int:
-        return self.inspector.purge()
+        return purging.purge(self.layout)
 
 
 _local = threading.local()
 
 
-def producer(name: str) -> Queue:
+def thread_queue(name: str) -> Queue:
     """This thread's Queue for putting into `name`, kept between calls: it
     remembers the generation, the stats keys and its reserved indexes, so a
     put in a busy request thread is one round trip, not four. Made afresh
