@@ -24,7 +24,8 @@ Three ways, each falling back to the one after it:
   middleware (SecurityMiddleware's headers, the session and its user,
   X-Frame-Options, the request log), in the project's order, with
   request_started and request_finished sent. Only the middleware that does
-  nothing for a GET of a poll is left out (SKIPPED_FOR_POLLS). A project
+  nothing for a GET of a poll is left out (SKIPPED_FOR_POLLS, and any
+  middleware whose class says `poll_skippable = True`). A project
   whose MIDDLEWARE holds something the gate cannot run that way (a
   process_view or process_exception hook, async only) gets no gate: every
   request goes to Django, and the log says why, once.

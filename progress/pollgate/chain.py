@@ -14,21 +14,27 @@ Handler = Callable[[HttpRequest], HttpResponse]
 # Refuses (DISALLOWED_USER_AGENTS) or redirects (PREPEND_WWW) requests before any view.
 COMMON = "django.middleware.common.CommonMiddleware"
 
-# Middleware that does nothing for a poll (a GET of JSON, no form, no static
-# file, no message shown, no task started, the URL already matched), so the
+# Other projects' middleware that does nothing for a poll (a GET of JSON, no
+# form, no static file, no message shown, the URL already matched), so the
 # gate leaves it out. CommonMiddleware is run after all where its settings
 # make it refuse or redirect requests (DISALLOWED_USER_AGENTS, PREPEND_WWW).
+# A middleware of ours says so itself: a class attribute `poll_skippable =
+# True` (webfarm.djangotasks.owners.TaskOwnerMiddleware: no task is started).
 SKIPPED_FOR_POLLS = frozenset(
     {
         COMMON,
         "django.middleware.csrf.CsrfViewMiddleware",
         "django.contrib.messages.middleware.MessageMiddleware",
         "whitenoise.middleware.WhiteNoiseMiddleware",
-        "webfarm.djangotasks.owners.TaskOwnerMiddleware",
     }
 )
 # What Django's handler calls besides the chain itself; the gate does not.
 UNRUN_HOOKS = ("process_view", "process_exception", "process_template_response")
+
+
+def poll_skippable(factory: object) -> bool:
+    """Whether a middleware says it does nothing for a poll (`poll_skippable`)."""
+    return getattr(factory, "poll_skippable", False) is True
 
 
 def poll_chain(middleware: Iterable[str]) -> Handler | None:
@@ -42,6 +48,8 @@ def poll_chain(middleware: Iterable[str]) -> Handler | None:
         if path in skipped:
             continue
         factory = import_string(path)
+        if poll_skippable(factory):
+            continue
         if not getattr(factory, "sync_capable", True):
             logger.warning("poll gate off: %s cannot run synchronously; Django answers every poll", path)
             return None

@@ -22,7 +22,7 @@ from django.utils.module_loading import import_string
 
 from progress import selectors, store, views
 from progress.ids import is_valid_job_id
-from progress.pollgate.chain import COMMON, SKIPPED_FOR_POLLS, checked_host
+from progress.pollgate.chain import COMMON, SKIPPED_FOR_POLLS, checked_host, poll_skippable
 from webfarm.core import sessions, users
 from webfarm.core.client import get_values
 from webfarm.core.counters import count_soon
@@ -292,6 +292,8 @@ def lanes(middleware: Iterable[str]) -> Lanes | None:
             session_and_user.append(path)
             continue
         factory = import_string(path)
+        if poll_skippable(factory):
+            continue
         if path in HEADERS_ONLY:
             header_middleware.append(factory(_no_view))
         elif hasattr(factory, "poll_answered"):

@@ -204,6 +204,25 @@ def test_middleware_the_gate_cannot_run_as_django_does_turns_it_off(settings, ca
     assert f"poll gate off: {hooked} has process_view" in caplog.text
 
 
+class SaysItSkipsPolls(WithAViewHook):
+    """A hook the gate cannot run, on a middleware that says a poll needs none of it."""
+
+    poll_skippable = True
+
+
+def test_a_middleware_that_says_it_does_nothing_for_a_poll_is_left_out(settings):
+    from progress.pollgate.lanes import lanes
+
+    skipping = f"{__name__}.SaysItSkipsPolls"
+    assert poll_chain([*settings.MIDDLEWARE, skipping]) is not None
+    assert lanes([*settings.MIDDLEWARE, skipping]) is not None
+    # Without the attribute its hook turns the gate off (above) and closes the lanes.
+    assert lanes([*settings.MIDDLEWARE, f"{__name__}.WithAViewHook"]) is None
+    # Ours says so: the task owner's middleware, in the demo site's MIDDLEWARE.
+    assert "webfarm.djangotasks.owners.TaskOwnerMiddleware" in settings.MIDDLEWARE
+    assert lanes(settings.MIDDLEWARE) is not None
+
+
 def test_a_sampled_poll_on_the_lane_is_logged_without_its_token(gate, job, settings, caplog):
     gate, django = gate
     settings.ACTIVITY = {**settings.ACTIVITY, "POLL_SAMPLE": 1.0}

@@ -38,6 +38,9 @@ class TaskOwnerMiddleware:
     """Tasks a view enqueues belong to the request's signed-in user. After
     Django's AuthenticationMiddleware."""
 
+    # A poll enqueues no task: the poll gate leaves this out of its answer.
+    poll_skippable = True
+
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
