@@ -158,7 +158,7 @@ CACHES = {
 SESSION_ENGINE = "webfarm.core.sessions"
 # Seconds a session read from the database stays cached: an active user costs
 # one query per period, and a login pins no memcached memory for longer.
-SESSION_CACHE_TTL = env_int("SESSION_CACHE_TTL", 600)
+SESSION_CACHE_TTL = env_int("SESSION_CACHE_TTL", memcached_conf.SESSION_CACHE_TTL)
 
 # Machine API tokens (queue front, stats endpoints); empty means "refuse all".
 QUEUE_API_TOKEN = env_str("QUEUE_API_TOKEN", "")
@@ -268,7 +268,7 @@ if QUEUES["MIRRORS"]:
 # not from the database on every request (webfarm.core.users).
 AUTHENTICATION_BACKENDS = ["webfarm.core.users.CachedUserBackend"]
 # Seconds a cached user lives: bounds what an update() (which tells no one) leaves stale.
-USER_CACHE_TTL = env_int("USER_CACHE_TTL", 300)
+USER_CACHE_TTL = env_int("USER_CACHE_TTL", memcached_conf.USER_CACHE_TTL)
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

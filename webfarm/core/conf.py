@@ -1,6 +1,14 @@
-"""The memcached client's settings, overlaid by settings.MEMCACHED."""
+"""The memcached client's settings, overlaid by settings.MEMCACHED, and the
+defaults of the top-level settings of core's session engine and user backend
+(a site that sets neither gets these; webfarm.settings reads them from the
+environment with the same defaults)."""
 
 from webfarm.core.appsettings import AppSettings, Setting
+
+# SESSION_CACHE_TTL: seconds a session read from the database stays cached.
+SESSION_CACHE_TTL = 600
+# USER_CACHE_TTL: seconds a user read from the database stays cached.
+USER_CACHE_TTL = 300
 
 get_config = AppSettings(
     "MEMCACHED",

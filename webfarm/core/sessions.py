@@ -39,6 +39,7 @@ from django.utils import timezone
 from django.utils.crypto import salted_hmac
 from pymemcache.exceptions import MemcacheError
 
+from webfarm.core import conf
 from webfarm.core.client import get_client
 from webfarm.core.revocations import revoke, unseal_current
 from webfarm.core.seal import seal
@@ -50,7 +51,6 @@ logger = logging.getLogger(__name__)
 ENGINE = __name__
 KEY_SALT = "webfarm.core.sessions.cache-key"
 SESSION_KEY_LENGTH = 32  # what SessionBase._get_new_session_key makes
-DEFAULT_CACHE_TTL = 600
 # Sessions made before users were cached (webfarm.core.users) name Django's backend.
 MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
 CACHED_BACKEND = "webfarm.core.users.CachedUserBackend"
@@ -62,7 +62,7 @@ _UNREAD = object()
 def longest_copy() -> int:
     """SESSION_CACHE_TTL: seconds a copy lives at most. A project that installs
     this engine need not set it (webfarm.settings reads it from the environment)."""
-    return int(getattr(settings, "SESSION_CACHE_TTL", DEFAULT_CACHE_TTL))
+    return int(getattr(settings, "SESSION_CACHE_TTL", conf.SESSION_CACHE_TTL))
 
 
 def cache_ttl(expiry_age: int) -> int:

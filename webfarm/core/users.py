@@ -41,6 +41,7 @@ from django.db.models.signals import post_delete, post_save
 from django.http import HttpRequest
 from pymemcache.exceptions import MemcacheError
 
+from webfarm.core import conf
 from webfarm.core.client import get_client
 from webfarm.core.revocations import revoke, unseal_current
 from webfarm.core.seal import seal, secrets_in_use
@@ -51,7 +52,6 @@ logger = logging.getLogger(__name__)
 BACKEND = "webfarm.core.users.CachedUserBackend"
 # What requests read of request.user (templates, permission checks, limits).
 USER_FIELDS = ("username", "is_active", "is_staff", "is_superuser")
-DEFAULT_CACHE_TTL = 300
 _prefetched: contextvars.ContextVar[dict[str, bytes | None] | None] = contextvars.ContextVar(
     "core_users_prefetched", default=None
 )
@@ -65,7 +65,7 @@ def cache_key(user_id: object) -> str:
 def cache_ttl() -> int:
     """USER_CACHE_TTL: seconds a copy lives. A project that installs this
     backend need not set it (webfarm.settings reads it from the environment)."""
-    return int(getattr(settings, "USER_CACHE_TTL", DEFAULT_CACHE_TTL))
+    return int(getattr(settings, "USER_CACHE_TTL", conf.USER_CACHE_TTL))
 
 
 def _snapshot(user: AbstractBaseUser) -> bytes:
