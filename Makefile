@@ -76,7 +76,7 @@ farm: setup farm-packages
 test: setup test-packages lint
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15
 
-# The quick tier: lint and the tests that start no farm (about a minute and a half).
+# The quick tier: lint and the tests that start no farm (about a minute).
 check: setup lint
 	$(PY) -m pytest tests/unit -n $(CHECK_WORKERS) --dist loadgroup
 

@@ -15,6 +15,7 @@ from django.test import Client
 from progress import services, store
 from progress.pollgate import PollGate
 from progress.pollgate.chain import poll_chain
+from progress.pollgate.lanes import lanes
 from webfarm.core import users
 from webfarm.core.client import get_client
 from webfarm.core.seal import MAC_BYTES
@@ -211,8 +212,6 @@ class SaysItSkipsPolls(WithAViewHook):
 
 
 def test_a_middleware_that_says_it_does_nothing_for_a_poll_is_left_out(settings):
-    from progress.pollgate.lanes import lanes
-
     skipping = f"{__name__}.SaysItSkipsPolls"
     assert poll_chain([*settings.MIDDLEWARE, skipping]) is not None
     assert lanes([*settings.MIDDLEWARE, skipping]) is not None

@@ -7,14 +7,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.contrib.auth import get_user_model
 
-from progress import store
+from progress import selectors, services, store
 from progress.exceptions import JobNotRunnable
 from progress.launching.admission import start_job
 from progress.launching.reaper import reap
 from progress.launching.running import reap_lost_jobs
 from progress.models import Job
 from progress.reporter import ProgressReporter
-from progress.services import begin_job
 from reports.registry import get_report
 from tests.harness.processes import free_port, wait_for
 from webfarm.core import slots
@@ -39,7 +38,7 @@ def _running(user, kind: str = "return-rates", *, silent_for: float = 10.0) -> J
     """A started job whose worker has been silent for `silent_for` seconds."""
     params = {**PARAMS, "top": 5, "region": ""} if kind == "top-customers" else PARAMS
     job = start_job(user=user, job_type=get_report(kind), params=params)
-    record = begin_job(job.id)
+    record = services.begin_job(job.id)
     record.percent = 40.0
     record.heartbeat_at = record.updated_at = time.time() - silent_for
     store.write(record)
@@ -69,7 +68,7 @@ def test_a_retry_that_is_lost_too_stays_lost(alice):
     job = _running(alice)
     reap_lost_jobs()
     again = Job.objects.get(retry_of=job.id)
-    record = begin_job(again.id)
+    record = services.begin_job(again.id)
     record.heartbeat_at = time.time() - 10
     store.write(record)
     Job.objects.filter(pk=again.id).update(started_at=datetime.now(UTC) - timedelta(seconds=10))
@@ -187,12 +186,12 @@ def test_a_job_still_queued_long_after_its_task_was_sent_twice_is_lost(alice, se
 
 def test_a_task_sent_twice_starts_its_job_once(alice):
     job = _queued(alice, age=0)
-    begin_job(job.id)
+    services.begin_job(job.id)
     with pytest.raises(JobNotRunnable, match="running"):
-        begin_job(job.id)  # the second delivery, while the first run is alive
+        services.begin_job(job.id)  # the second delivery, while the first run is alive
     get_client().delete(store.record_key(job.id))  # memcached lost the record: the row decides
     with pytest.raises(JobNotRunnable, match="running"):
-        begin_job(job.id)
+        services.begin_job(job.id)
 
 
 def test_a_split_job_whose_part_is_lost_twice_runs_again_as_a_new_job(
@@ -224,8 +223,6 @@ def test_an_end_memcached_missed_is_written_there_once_it_answers(alice, setting
     """A job failed to queue while memcached was away: the row says failed,
     memcached still says queued (what readers believe). The reaper's next
     pass with memcached back writes the end; none before."""
-    from progress import selectors, services
-
     monkeypatch.setattr(services, "FINAL_WRITE_PAUSE", 0)
     job = services.create_job(owner=alice, kind="demo", title="Demo", params={})
     reachable = settings.MEMCACHED
