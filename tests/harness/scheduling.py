@@ -8,6 +8,7 @@ tests that share one are kept on one worker (an `xdist_group`):
 * a module's tests, which share its module-scoped farm;
 * the tests on the session's shared farm (tests/conftest.py `farm`), one
   group per broker and tier, so that each builds that farm once;
+* the hosts tier's tests, whose farms of hosts are the heaviest;
 * unit tests stand alone: each goes to whichever worker is free.
 
 Groups start longest first (LONGEST, from the table in docs/testing.md), so
@@ -21,9 +22,8 @@ import pytest
 # time goes"); every other farm, host and browser module follows them, then
 # the unit tests.
 LONGEST = (
+    "hosts",
     "shared-farm[memcached]:browser",
-    "tests/hosts/test_hosts.py",
-    "tests/hosts/test_chaos_hosts.py",
     "tests/farm/test_soak.py",
     "tests/farm/test_chaos.py",
     "tests/farm/test_job_delivery.py",
@@ -45,6 +45,10 @@ def group_of(item: pytest.Item) -> str | None:
     tier = item.nodeid.split("/")[1] if item.nodeid.startswith("tests/") else ""
     if tier == "unit":
         return None
+    if tier == "hosts":
+        # Two farms of hosts at once starve each other's timing checks under
+        # load (a memcached host vanishing, the chaos run's imports): one at a time.
+        return "hosts"
     definitions = item._fixtureinfo.name2fixturedefs.get("farm", ())  # type: ignore[attr-defined]
     if definitions and definitions[-1].scope == "session":
         broker = item.callspec.params.get("farm") if hasattr(item, "callspec") else None
