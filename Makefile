@@ -57,7 +57,7 @@ $(REQ_STAMP): requirements.txt
 # Every process the farm and the tests start imports the project: compiled
 # once here, not in each (where PYTHONDONTWRITEBYTECODE is set, none writes it).
 bytecode: venv
-	@$(PY) -m compileall -q -j 0 webfarm progress reports tests bench manage.py >/dev/null
+	@$(PY) -m compileall -q -j 0 webfarm demofarm tests bench manage.py >/dev/null
 
 migrate: venv
 	@$(PY) manage.py migrate --no-input -v 0
@@ -67,11 +67,11 @@ demo: migrate
 	@$(PY) manage.py seed_demo
 
 run: setup
-	@$(PY) -m webfarm.launch --host $(HOST) --port $(PORT)
+	@$(PY) -m demofarm.launch --host $(HOST) --port $(PORT)
 
 # nginx in front of web nodes, workers, beat, two memcached and PostgreSQL (docs/farm.md).
 farm: setup farm-packages
-	@$(PY) -m webfarm.farm --port $(PORT)
+	@$(PY) -m demofarm.farm --port $(PORT)
 
 test: setup test-packages lint
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15

@@ -15,7 +15,7 @@ from tests.harness import processes
 def _measure(broker: str, workdir: Path, memcached: str) -> dict[str, float]:
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "webfarm.settings",
+        "DJANGO_SETTINGS_MODULE": "demofarm.settings",
         "MEMCACHED_SERVERS": memcached,
         "CELERY_BROKER_URL": broker,
         "CELERY_TASK_DEFAULT_QUEUE": "bench",

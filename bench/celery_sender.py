@@ -9,7 +9,7 @@ import os
 import statistics
 import time
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webfarm.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demofarm.settings")
 
 SEQUENTIAL = int(os.environ.get("BENCH_LATENCY_TASKS", "300"))
 BURST = int(os.environ.get("BENCH_BURST_TASKS", "2000"))

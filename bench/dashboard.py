@@ -19,7 +19,7 @@ import statistics, time
 from datetime import UTC, datetime, timedelta
 from django.contrib.auth import get_user_model
 from django.test import Client
-from progress import services
+from webfarm.progress import services
 from webfarm.stats.models import CounterMinute, CounterSample
 now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
 states = ("queued", "running", "succeeded", "failed")

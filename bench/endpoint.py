@@ -3,7 +3,7 @@
 The baseline is celery-progress's endpoint as a team runs it: a
 `django-admin startproject` site (bench/celeryprogress) with its default
 middleware, results in Redis, a task halfway through. Ours run in the same
-gunicorn set-up, twice: with the poll gate (progress.pollgate, the site's
+gunicorn set-up, twice: with the poll gate (webfarm.progress.pollgate, the site's
 default) and without it (PROGRESS_POLL_GATE=0: Django's whole chain). The
 bare view reading one memcached key through Django is issue 16's floor.
 
@@ -53,7 +53,7 @@ def _live_job(env: dict, workdir: Path, started: list) -> tuple[str, str, str]:
     copy = f"""
 from django.contrib.auth import get_user_model
 from webfarm.core.client import get_client
-from progress import services, store
+from webfarm.progress import services, store
 get_client().set("bench:bare", store.read_public({job!r}, {token!r}))
 owner = get_user_model().objects.get(username="bench-farm")
 still = services.create_job(owner=owner, kind="sales-by-region", title="still", params={{}})

@@ -30,7 +30,7 @@ def _job_seconds(env: dict, start: str) -> dict:
     code = (
         "import time, json\n"
         "from django.contrib.auth import get_user_model\n"
-        "from progress.models import Job\n"
+        "from webfarm.progress.models import Job\n"
         "user = get_user_model().objects.get(username='alice')\n"
         f"{start}\n"
         "deadline = time.monotonic() + 600\n"
@@ -50,7 +50,7 @@ def _job_seconds(env: dict, start: str) -> dict:
 
 
 SALES = (
-    "from reports.registry import get_report\n"
+    "from demofarm.reports.registry import get_report\n"
     "job = get_report('sales-by-region').start(user=user,"
     " params={'date_from': '2024-01-01', 'date_to': '2025-12-31', 'regions': []})"
 )

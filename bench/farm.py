@@ -39,7 +39,7 @@ JOBS = int(os.environ.get("BENCH_FARM_JOBS", "100"))
 MANY = int(os.environ.get("BENCH_FARM_CLIENTS", "1000"))
 MANY_DURATION = os.environ.get("BENCH_FARM_DURATION", "15s")
 LUA = Path(__file__).with_name("polls_paths.lua")
-STATIC = "/static/dashboard/dashboard.css"
+STATIC = "/static/webfarm_dashboard/dashboard.css"
 
 
 def _more_files() -> None:
@@ -83,7 +83,7 @@ def run() -> dict:
         addresses = [address for _, address in servers]
         env = {
             **os.environ,
-            "DJANGO_SETTINGS_MODULE": "webfarm.settings",
+            "DJANGO_SETTINGS_MODULE": "demofarm.settings",
             "DATABASE_URL": database_url,
             "MEMCACHED_SERVERS": ",".join(addresses),
             "MEMCACHED_NAMESPACE": "benchfarm",

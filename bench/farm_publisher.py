@@ -16,14 +16,14 @@ from pathlib import Path
 
 import django
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webfarm.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demofarm.settings")
 django.setup()
 
 from django.contrib.auth import get_user_model  # noqa: E402
 from django.test import Client  # noqa: E402
 
-from progress import services  # noqa: E402
-from progress.reporter import ProgressReporter  # noqa: E402
+from webfarm.progress import services  # noqa: E402
+from webfarm.progress.reporter import ProgressReporter  # noqa: E402
 
 # Seconds between rounds over the jobs: a reporter writes only when its flush is due.
 ROUND = 0.02

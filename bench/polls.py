@@ -26,7 +26,7 @@ def _poll(env: dict) -> tuple[int, list[int]]:
         env,
         "shell",
         "-c",
-        "import json; from webfarm.polls.models import Poll; p = Poll.objects.create(question='Bench?'); "
+        "import json; from demofarm.polls.models import Poll; p = Poll.objects.create(question='Bench?'); "
         "ids = [p.choices.create(text=t, position=i).id for i, t in enumerate('ABC')]; "
         "print(json.dumps([p.id, ids]))",
     )

@@ -31,15 +31,15 @@ def run() -> dict[str, float]:
     workdir = Path(tempfile.mkdtemp(prefix="bench-publish-"))
     mc, address = processes.memcached(workdir)
     try:
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webfarm.settings")
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demofarm.settings")
         os.environ["MEMCACHED_SERVERS"] = address
         import django
 
         django.setup()
-        from progress import store
-        from progress.ids import new_job_id
-        from progress.records import JobRecord
-        from progress.reporter import ProgressReporter
+        from webfarm.progress import store
+        from webfarm.progress.ids import new_job_id
+        from webfarm.progress.records import JobRecord
+        from webfarm.progress.reporter import ProgressReporter
 
         record = JobRecord(job=new_job_id(), owner=1, kind="bench", state="running")
         store.create(record)

@@ -158,7 +158,7 @@ def run() -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
             timeout=10,
             what="redis",
         )
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webfarm.settings")
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demofarm.settings")
         os.environ["MEMCACHED_SERVERS"] = address
         import django
 

@@ -1,5 +1,5 @@
 """The project's settings plus the benchmarks' baseline views (bench/urls.py)."""
 
-from webfarm.settings import *  # noqa: F403
+from demofarm.settings import *  # noqa: F403
 
 ROOT_URLCONF = "bench.urls"

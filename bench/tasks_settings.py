@@ -4,8 +4,8 @@ and django-tasks-fennel (Celery; run on Redis with a Redis result backend)."""
 
 import os
 
-from webfarm.settings import *  # noqa: F403
-from webfarm.settings import INSTALLED_APPS
+from demofarm.settings import *  # noqa: F403
+from demofarm.settings import INSTALLED_APPS
 
 INSTALLED_APPS = [*INSTALLED_APPS, "django_tasks_db", "django_tasks_fennel"]
 TASKS = {

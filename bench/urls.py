@@ -4,10 +4,10 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import path
 from django.views.decorators.http import require_POST
 
+from demofarm.polls import services
+from demofarm.polls.snapshot import poll_info_from_database
+from demofarm.urls import urlpatterns as project_urls
 from webfarm.core.client import get_client
-from webfarm.polls import services
-from webfarm.polls.snapshot import poll_info_from_database
-from webfarm.urls import urlpatterns as project_urls
 
 
 def bare(request: HttpRequest) -> HttpResponse:

@@ -23,9 +23,9 @@ def pytest_configure(config: pytest.Config) -> None:
     from django.conf import settings
     from django.test.utils import override_settings
 
-    from webfarm.celery import app
+    from demofarm.celery import app
 
-    # The read and write URLs too: the settings set them (webfarm/settings.py).
+    # The read and write URLs too: the settings set them (demofarm/settings.py).
     app.conf.broker_url = app.conf.broker_read_url = app.conf.broker_write_url = "memory://"
     override_settings(
         MEMCACHED={**settings.MEMCACHED, "SERVERS": [NOWHERE]},

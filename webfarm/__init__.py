@@ -1,5 +1,6 @@
-"""The web farm: its reusable apps (webfarm.core, webfarm.queues, ...) and
-the site that runs them (settings, URLs, the Celery app, the launchers).
+"""webfarm: job progress and inter-process communication over memcached for
+Django farms. Each subpackage is a Django app (labels `webfarm_<app>`), and
+each imports only the apps below it: core, queues, broker, progress, stats,
+activity, limits, djangotasks, dashboard (docs/architecture.md draws them).
 
-Importing an app starts nothing: the site's Celery app is made when the
-site's own app is ready (webfarm.apps), or by `celery -A webfarm`."""
+Importing the package starts nothing."""

@@ -33,7 +33,7 @@ DEAD_CONNECTIONS = 10.0
 # Seconds a live worker has to take a task once the faults are over.
 DEAF_AFTER = 60.0
 # What each worker is sent on its own queue: a no-op without QUEUES_MIRRORS,
-# and not beat's, so its log shows it (webfarm/logfilters.py hides beat's).
+# and not beat's, so its log shows it (demofarm/logfilters.py hides beat's).
 PROBE_TASK = "webfarm.queues.repair_mirrors"
 # Seconds a part's start may follow the cancel a node took: a worker that
 # looked a moment before the cancel was written writes its start just after.
@@ -63,7 +63,7 @@ class Outcome:
 def jobs_of(farm: Farm) -> dict[str, dict]:
     """Every job the database holds, with its parts' times."""
     out = farm.shell(
-        "import json\nfrom progress.models import Job\n"
+        "import json\nfrom webfarm.progress.models import Job\n"
         "jobs = {}\n"
         "for j in Job.objects.select_related('owner').prefetch_related('parts'):\n"
         "    jobs[j.id] = dict(state=j.state, owner=j.owner.username, kind=j.kind, params=j.params,\n"
@@ -153,7 +153,7 @@ def _imports(farm: Farm, jobs: dict[str, dict], outcome: Outcome) -> None:
         return
     counted = json.loads(
         farm.shell(
-            "import json\nfrom reports.models import Customer\n"
+            "import json\nfrom demofarm.reports.models import Customer\n"
             f"tags = {sorted(tags)!r}\n"
             "emails = Customer.objects.values_list('email', flat=True)\n"
             "rows = {t: list(emails.filter(email__startswith=t + '-')) for t in tags}\n"
@@ -290,7 +290,7 @@ def _votes(farm: Farm, history: History, nemesis: Nemesis, outcome: Outcome) -> 
     deadline = time.monotonic() + 60
     while not flush_votes(farm.env) and time.monotonic() < deadline:
         time.sleep(1)
-    stored = int(farm.shell("from webfarm.polls.models import Vote\nprint(Vote.objects.count())"))
+    stored = int(farm.shell("from demofarm.polls.models import Vote\nprint(Vote.objects.count())"))
     restarts = nemesis.restarts()
     exposed = float(farm.env["POLLS_FLUSH_EVERY"]) + VOTE_FLUSH_SLACK
     at_risk = sum(1 for t in history.votes_accepted if any(t <= r <= t + exposed for r in restarts))
@@ -323,7 +323,7 @@ def _workers_take_tasks(farm: Farm, log_offsets: dict[str, int], outcome: Outcom
     Each is sent PROBE_TASK on its own queue (a worker that cannot take a
     task takes none from any queue); its log says when it took it."""
     sends = "".join(f"app.send_task({PROBE_TASK!r}, queue={own_queue(name)!r})\n" for name in WORKERS)
-    farm.shell(f"from webfarm.celery import app\n{sends}print('sent')")
+    farm.shell(f"from demofarm.celery import app\n{sends}print('sent')")
     deadline = time.monotonic() + DEAF_AFTER
     waiting = set(WORKERS)
     while waiting and time.monotonic() < deadline:

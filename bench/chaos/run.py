@@ -115,7 +115,7 @@ def _farm(
             "call_command('seed_demo', verbosity=0)\n"
             "from django.contrib.auth import get_user_model\nusers = get_user_model().objects\n"
             f"pw = {env['DEMO_PASSWORD']!r}\n{users}"
-            "from webfarm.polls.models import Poll\n"
+            "from demofarm.polls.models import Poll\n"
             "p = Poll.objects.create(question='Chaos?')\n"
             "ids = [p.choices.create(text=t, position=i).id for i, t in enumerate('ab')]\n"
             "print(json.dumps([p.id, ids]))"

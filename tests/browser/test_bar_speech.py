@@ -1,4 +1,4 @@
-"""What the bar says to a screen reader (progress/static/progress/progress.js
+"""What the bar says to a screen reader (webfarm/progress/static/webfarm_progress/progress.js
 in a real Chromium, against documents served by Playwright's router): one
 polite status line at a new state, a new stage or a new quarter, not at
 every poll, and the end with its summary."""
@@ -15,7 +15,7 @@ from tests.harness.chromium import until as _until
 
 pytestmark = pytest.mark.browser
 
-STATIC = Path(__file__).resolve().parents[2] / "progress/static/progress"
+STATIC = Path(__file__).resolve().parents[2] / "webfarm/progress/static/webfarm_progress"
 # A progress URL as the widget has it: the bar believes only documents of its own job.
 JOB, TOKEN = "J" * 22, "T" * 22
 URL = f"/progress/{JOB}/{TOKEN}/"

@@ -15,11 +15,11 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
 
+from demofarm.polls.services import FLUSH_LOCK_TTL
 from tests.harness import processes
 from tests.harness.chromium import CHROMIUM, CHROMIUM_ARGS, SHOTS
 from tests.harness.marks import one_broker
 from tests.harness.web import DEMO_PASSWORD, WebClient, create_poll, flush_votes, new_user, vote_anonymously
-from webfarm.polls.services import FLUSH_LOCK_TTL
 
 pytestmark = [pytest.mark.farm, pytest.mark.browser]
 
@@ -330,7 +330,7 @@ def test_import_customers_from_a_csv_file_and_download_the_rejected_rows(page: P
         farm.env,
         "shell",
         "-c",
-        "from reports.models import Customer; "
+        "from demofarm.reports.models import Customer; "
         f"print(Customer.objects.filter(email__contains={tag!r}).count())",
     )
     assert saved.strip().splitlines()[-1] == "3"

@@ -1,9 +1,11 @@
-"""Issue 29's proof from outside: a `django-admin startproject` site that
-installs the apps from the wheel (tests/harness/installed.py: the steps of
-docs/install.md) runs a @task that reports progress on a real Celery worker
-over memcached, behind two gunicorn nodes. In Chromium a user enqueues the
-task from a view and watches its bar move to the end, cancels a second
-one, and the results are read from the other node."""
+"""From outside: a `django-admin startproject` site that installs the apps
+from the wheel, with PyPI's `progress` beside them (tests/harness/installed.py:
+the steps of docs/install.md), runs a @task that reports progress on a real
+Celery worker over memcached, behind two gunicorn nodes. In Chromium a user
+enqueues the task from a view and watches its bar move to the end, cancels a
+second one, and the results are read from the other node; then staff open
+the wheel's dashboard and see that farm's counters, queues, workers and
+site log."""
 
 import pytest
 import requests
@@ -124,13 +126,16 @@ def test_a_project_of_its_own_runs_tasks_with_live_bars_cancel_and_results_anywh
             "errors": [],
         }
         cancelled = session.get(f"{nodes[1]}/result/{second}/", timeout=10).json()
-        assert cancelled["status"] == "FAILED" and cancelled["errors"] == ["progress.exceptions.JobCancelled"]
+        assert cancelled["status"] == "FAILED" and cancelled["errors"] == [
+            "webfarm.progress.exceptions.JobCancelled"
+        ]
         assert 0 < cancelled["metadata"]["done"] < 400
         # The session URL too (the poll gate's session lane, once the user is cached).
         for _ in range(3):
             polled = session.get(f"{nodes[1]}/progress/{first}/", timeout=10)
             assert polled.status_code == 200 and polled.json()["state"] == "succeeded"
             assert polled.headers["Vary"] == "Cookie"
+        _staff_see_their_own_farm(site, env, nodes[1])
         # The broker's tools work on the project's own settings (Celery's
         # default queue, the broker URL without transport options).
         assert installed.manage(site, env, "dead_letters", "celery").startswith("0 dead letters of ")
@@ -154,3 +159,38 @@ def test_a_project_of_its_own_runs_tasks_with_live_bars_cancel_and_results_anywh
         )
         assert other.get(f"{nodes[1]}/result/{first}/", timeout=10).status_code == 404
         assert other.get(f"{nodes[1]}/progress/{first}/", timeout=10).status_code == 404
+
+
+def _staff_see_their_own_farm(site, env: dict, node: str) -> None:
+    """The dashboard, from the wheel, in the admin every project has."""
+    installed.manage(
+        site,
+        env,
+        "shell",
+        "-c",
+        "from django.contrib.auth.models import User; "
+        f"User.objects.create_superuser('root', password={PASSWORD!r})",
+    )
+    # What beat would do every few seconds: the nodes' activity into the site log.
+    installed.manage(site, env, "drain_sitelog")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.goto(f"{node}/admin/login/?next=/admin/dashboard/")
+        page.fill("#id_username", "root")
+        page.fill("#id_password", PASSWORD)
+        page.click("input[type=submit]")
+        page.wait_for_url(f"{node}/admin/dashboard/")
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SHOTS / "installed-site-dashboard.png"), full_page=True)
+        assert page.locator("#site-name").inner_text().strip() == "Django administration"
+        worker = page.locator("tr[data-worker]")
+        assert worker.count() == 1 and worker.locator(".state").inner_text() == "up"
+        assert int(worker.locator("td").nth(4).inner_text()) >= 2  # tasks done: both of ann's
+        assert page.locator("tr[data-queue=celery]").count() == 1
+        page.locator("#counters-heading ~ details summary").click()
+        counters = page.locator("#counters-heading ~ details").inner_text()
+        assert "requests_polled|area=progress|status=200" in counters
+        activity = page.locator("table.activity").inner_text()
+        assert "POST /start/ 302" in activity
+        browser.close()

@@ -1,4 +1,4 @@
-"""progress/static/progress/poller.js in a real Chromium, against documents
+"""webfarm/progress/static/webfarm_progress/poller.js in a real Chromium, against documents
 served by Playwright's router (no farm needed): it slows down while the
 document does not change, also without an ETag (nginx's fast path sends
 none), speeds up when it changes, honours Retry-After and stops at the end."""
@@ -17,7 +17,9 @@ from tests.harness.chromium import until as _until
 
 pytestmark = pytest.mark.browser
 
-POLLER = (Path(__file__).resolve().parents[2] / "progress/static/progress/poller.js").read_text()
+POLLER = (
+    Path(__file__).resolve().parents[2] / "webfarm/progress/static/webfarm_progress/poller.js"
+).read_text()
 PAGE = f"""<!doctype html><html><body><script>{POLLER}</script>
 <script>
   window.events = [];

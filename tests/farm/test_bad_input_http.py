@@ -48,7 +48,7 @@ def node(
             env,
             "shell",
             "-c",
-            "from django.contrib.auth import get_user_model; from progress import services; "
+            "from django.contrib.auth import get_user_model; from webfarm.progress import services; "
             f"alice = get_user_model().objects.create_user('alice', password={DEMO_PASSWORD!r}); "
             "job = services.create_job(owner=alice, kind='top-customers', title='t', params={}); "
             "print(job.id)",

@@ -44,7 +44,7 @@ class Broker:
             self.env,
             "shell",
             "-c",
-            f"from webfarm.celery import app; app.send_task({task!r}, args={list(args)!r}, "
+            f"from demofarm.celery import app; app.send_task({task!r}, args={list(args)!r}, "
             f"queue='brokertest', **{options!r})",
         )
 
@@ -164,7 +164,7 @@ def test_celery_connects_where_the_settings_say_whatever_the_environment_holds(g
         "MEMCACHED_SERVERS": "10.9.0.1:11211,10.9.0.2:11211",
     }
     code = (
-        "from webfarm.celery import app; c = app.connection_for_write(); r = app.connection_for_read(); "
+        "from demofarm.celery import app; c = app.connection_for_write(); r = app.connection_for_read(); "
         "print(f'{c.hostname}:{c.port}', f'{r.hostname}:{r.port}', ','.join(c.transport_options['servers']))"
     )
     out = subprocess.run(

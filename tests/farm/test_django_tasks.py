@@ -87,7 +87,7 @@ def test_a_task_runs_on_the_worker_and_any_process_reads_its_result(farm):
     kept = _run(
         farm,
         f"""
-from progress.api import Job
+from webfarm.progress.api import Job
 job = Job.objects.get(pk={enqueued["id"]!r})
 print(json.dumps([job.value, job.metadata, job.worker]))
 """,
@@ -107,7 +107,7 @@ def test_a_running_task_shows_its_metadata_and_stops_when_cancelled(farm):
     cancelled = _run(farm, f"show(backend.cancel({enqueued['id']!r}))")
     assert cancelled["status"] in {"RUNNING", "FAILED"}
     ended = _until(farm, enqueued["id"], lambda r: r["status"] == "FAILED", "the cancelled task to stop")
-    assert ended["errors"][0][0] == "progress.exceptions.JobCancelled"
+    assert ended["errors"][0][0] == "webfarm.progress.exceptions.JobCancelled"
     assert ended["progress"]["state"] == "cancelled"
 
 
@@ -144,7 +144,9 @@ with owned_by(get_user_model().objects.get(username="alice")):
     assert "context.save_metadata()" in traceback or "time.sleep(beats)" in traceback
     assert ended["progress"]["state"] == "failed" and ended["metadata"]["beats"] > 3
     kept = _run(
-        farm, f"from progress.api import Job; print(json.dumps(Job.objects.get(pk={enqueued['id']!r}).error))"
+        farm,
+        "from webfarm.progress.api import Job; "
+        f"print(json.dumps(Job.objects.get(pk={enqueued['id']!r}).error))",
     )
     assert kept == "The job took longer than its time limit and was stopped."
 
@@ -175,7 +177,7 @@ def test_a_task_whose_worker_is_killed_is_failed_as_lost_not_left_running(farm):
         # PROGRESS_HEARTBEAT_INTERVAL 2 s x 3 beats, a reaper every second, and slack.
         assert lost["status"] == "FAILED" and took < 15, (lost, took)
         (path, reason), *_ = lost["errors"]
-        assert path == "progress.exceptions.JobLost" and "worker running this job stopped" in reason
+        assert path == "webfarm.progress.exceptions.JobLost" and "worker running this job stopped" in reason
         assert lost["progress"]["state"] == "lost"
         assert lost["metadata"]["beats"] >= running["metadata"]["beats"]
         assert lost["workers"] == running["workers"] and lost["attempts"] == 1

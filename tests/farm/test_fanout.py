@@ -54,7 +54,7 @@ class Fanout:
         return self.shell(
             "import tests.harness.split_jobs as s\n"
             "from django.contrib.auth import get_user_model\n"
-            "from progress.launching.admission import StartRefused\n"
+            "from webfarm.progress.launching.admission import StartRefused\n"
             f"user = get_user_model().objects.get(username={username!r})\n"
             "try:\n"
             f"    print(s.split_sleep.start(user=user, params={params!r}).id)\n"
@@ -66,7 +66,7 @@ class Fanout:
         """The job's part rows: index, state, worker, attempt, started."""
         return json.loads(
             self.shell(
-                "import json\nfrom progress.models import JobPart\n"
+                "import json\nfrom webfarm.progress.models import JobPart\n"
                 "print(json.dumps([dict(index=p.index, state=p.state, worker=p.worker, attempt=p.attempt,"
                 f" started=p.started_at is not None) for p in JobPart.objects.filter(job_id={job!r})]))"
             )
@@ -149,7 +149,7 @@ def test_a_split_report_runs_on_both_workers_behind_one_bar_and_adds_up(fanout):
     response = alice.get(final["result_url"])
     rows = list(csv.DictReader(io.StringIO(response.text)))
     orders = fanout.shell(
-        "from reports.models import Order\n"
+        "from demofarm.reports.models import Order\n"
         f"print(Order.objects.filter(placed_on__gte={ALL_DATES['date_from']!r},"
         f" placed_on__lte={ALL_DATES['date_to']!r}, lines__isnull=False).distinct().count())"
     )

@@ -1,6 +1,7 @@
-"""The wheel `pip wheel .` builds gives another project the reusable apps:
-it holds them with their files and nothing of the site, and a
-`django-admin startproject` site that adds them (tests/harness/installed.py)
+"""The wheel `pip wheel .` builds gives another project the library: one
+regular package, `webfarm`, with its apps' files and nothing of the demo
+site, and a `django-admin startproject` site that adds the apps
+(tests/harness/installed.py), with PyPI's `progress` installed beside them,
 passes Django's checks and migrates, from the wheel alone.
 tests/browser/test_installed_site.py runs such a site end to end."""
 
@@ -24,21 +25,35 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_wheel_holds_the_apps_with_their_files_and_nothing_of_the_site(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for needed in (
-        "progress/api.py",
-        "progress/templates/progress/widget.html",
-        "progress/static/progress/progress.js",
-        "progress/migrations/0008_job_for_api_clients.py",
+        "webfarm/progress/api.py",
+        "webfarm/progress/templates/webfarm_progress/widget.html",
+        "webfarm/progress/static/webfarm_progress/progress.js",
+        "webfarm/progress/migrations/0008_job_for_api_clients.py",
         "webfarm/djangotasks/backend.py",
         "webfarm/broker/transport.py",
         "webfarm/core/client/__init__.py",
+        "webfarm/core/management/commands/migrate.py",
+        "webfarm/dashboard/templates/webfarm_dashboard/index.html",
+        "webfarm/dashboard/static/webfarm_dashboard/dashboard.js",
+        "webfarm/limits/templates/webfarm_limits/busy.html",
     ):
         assert needed in names
     top = {name.split("/")[0] for name in names}
-    assert top == {"progress", "webfarm", wheel.name.removesuffix("-py3-none-any.whl") + ".dist-info"}
-    # webfarm is a namespace in the wheel: the site and the apps whose pages
-    # extend its templates stay here.
+    assert top == {"webfarm", wheel.name.removesuffix("-py3-none-any.whl") + ".dist-info"}
+    # A regular package, not a namespace: its own __init__.py.
     shipped = {name.split("/")[1] for name in names if name.startswith("webfarm/")}
-    assert shipped == {"core", "queues", "broker", "stats", "activity", "djangotasks"}
+    assert shipped == {
+        "__init__.py",
+        "core",
+        "queues",
+        "broker",
+        "progress",
+        "stats",
+        "activity",
+        "limits",
+        "djangotasks",
+        "dashboard",
+    }
 
 
 def test_a_new_project_with_the_apps_checks_and_migrates(wheel, tmp_path):
@@ -48,8 +63,9 @@ def test_a_new_project_with_the_apps_checks_and_migrates(wheel, tmp_path):
         [
             sys.executable,
             "-c",
-            "import importlib.util, progress, webfarm.djangotasks as t;"
-            "print(progress.__file__, t.__file__, importlib.util.find_spec('webfarm.settings'))",
+            "import django; django.setup(); import importlib.util, progress.bar, webfarm.progress.api as api;"
+            "print(progress.__file__, api.__file__, progress.bar.Bar.__name__,"
+            " importlib.util.find_spec('demofarm'))",
         ],
         cwd=site,
         env=env,
@@ -59,9 +75,11 @@ def test_a_new_project_with_the_apps_checks_and_migrates(wheel, tmp_path):
         timeout=60,
     )
     lib = tmp_path / "lib"
+    # PyPI's progress and the library's, side by side; the demo site nowhere.
     assert where.stdout.split() == [
         str(lib / "progress" / "__init__.py"),
-        str(lib / "webfarm" / "djangotasks" / "__init__.py"),
+        str(lib / "webfarm" / "progress" / "api.py"),
+        "Bar",
         "None",
     ]
     installed.manage(site, env, "check")

@@ -41,7 +41,9 @@ class Delivery:
         return processes.manage(self.env, "shell", "-c", code).strip().splitlines()[-1]
 
     def state(self, job: str) -> str:
-        return self.shell(f"from progress.models import Job; print(Job.objects.get(pk={job!r}).state)")
+        return self.shell(
+            f"from webfarm.progress.models import Job; print(Job.objects.get(pk={job!r}).state)"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +97,7 @@ def test_a_task_lost_with_a_restarted_memcached_broker_is_sent_again(delivery):
 
 def test_a_job_whose_web_process_died_before_sending_is_started(delivery):
     job = delivery.shell(
-        "from django.contrib.auth import get_user_model; from progress import services; "
+        "from django.contrib.auth import get_user_model; from webfarm.progress import services; "
         "alice = get_user_model().objects.get(username='alice'); "
         "print(services.create_job(owner=alice, kind='top-customers', title='t', "
         "params={'date_from': '2024-01-01', 'date_to': '2025-12-31', 'top': 5, 'region': ''}).id)"
@@ -107,6 +109,24 @@ def test_a_job_whose_web_process_died_before_sending_is_started(delivery):
         assert "(never sent): its task was sent again" in started[1].log()
 
 
+def test_a_task_sent_under_its_name_from_before_the_move_runs_its_job(delivery):
+    """During an upgrade, a web node of the older version still sends
+    `progress.run_job` (the name before the app became webfarm.progress)."""
+    job = delivery.shell(
+        "from django.contrib.auth import get_user_model; from webfarm.progress import services; "
+        "alice = get_user_model().objects.get(username='alice'); "
+        "print(services.create_job(owner=alice, kind='top-customers', title='t', "
+        "params={'date_from': '2024-01-01', 'date_to': '2025-12-31', 'top': 5, 'region': ''}).id)"
+    )
+    delivery.shell(f"from demofarm.celery import app; app.send_task('progress.run_job', args=[{job!r}])")
+    with processes.stopped_after() as started:
+        worker = delivery.worker("old-name")
+        started.append(worker)
+        done = delivery.client().wait_until(job, lambda p: p["final"], timeout=90, what="the job to run")
+        assert done["state"] == "succeeded"
+        assert "Task progress.run_job[" in worker.log() and "webfarm.progress.run_job[" not in worker.log()
+
+
 def test_a_task_delivered_twice_runs_its_job_once(delivery):
     alice = delivery.client()
     with processes.stopped_after() as started:
@@ -116,7 +136,7 @@ def test_a_task_delivered_twice_runs_its_job_once(delivery):
         alice.wait_until(job, lambda p: p["state"] == "running", timeout=60, what="the first run")
         second = delivery.worker("second")
         started.append(second)
-        delivery.shell(f"from progress.tasks import run_job; run_job.apply_async(args=[{job!r}])")
+        delivery.shell(f"from webfarm.progress.tasks import run_job; run_job.apply_async(args=[{job!r}])")
         processes.wait_for(
             lambda: f"job {job} not run: job {job} is running" in second.log(),
             timeout=30,
@@ -181,7 +201,7 @@ def test_a_broker_too_full_to_take_the_task_gets_503_and_frees_everything(tmp_pa
             env,
             "shell",
             "-c",
-            "from progress.models import Job; "
+            "from webfarm.progress.models import Job; "
             "print(sorted(set(Job.objects.values_list('state', flat=True))))",
         )
         assert "['failed']" in states  # no job left queued

@@ -1,7 +1,7 @@
-"""`make farm` itself (python -m webfarm.farm): it starts nginx, two web
+"""`make farm` itself (python -m demofarm.farm): it starts nginx, two web
 nodes, two workers, beat and two memcached servers on PostgreSQL; a report
 started through it runs and is followed on the fast path; a command run
-with `python -m webfarm.farm manage` reaches it; Ctrl-C stops every process
+with `python -m demofarm.farm manage` reaches it; Ctrl-C stops every process
 it started."""
 
 import os
@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import requests
 
+from demofarm.farm import MEMCACHED_PORTS, WEB_PORT_BASE
+from demofarm.launch import answers
 from tests.harness import processes
 from tests.harness.web import DEMO_PASSWORD, WebClient
-from webfarm.farm import MEMCACHED_PORTS, WEB_PORT_BASE
-from webfarm.launch import answers
 
 pytestmark = pytest.mark.farm
 
@@ -30,7 +30,7 @@ MARKS = (
     f"-p {MEMCACHED_PORTS[0]}",
     f"127.0.0.1:{WEB_PORT_BASE}",
     "-n worker1@",
-    "webfarm beat",
+    "demofarm beat",
 )
 
 
@@ -67,7 +67,7 @@ def test_make_farm_runs_a_job_through_nginx_and_ctrl_c_stops_it_all(tmp_path):
             "MEMCACHED_NAMESPACE": "makefarm",
             "DJANGO_SECRET_KEY": key,
         }
-        argv = [str(processes.BIN / "python"), "-m", "webfarm.farm", "--port", str(port)]
+        argv = [str(processes.BIN / "python"), "-m", "demofarm.farm", "--port", str(port)]
         farm = processes.Process("make-farm", argv, log_dir=tmp_path, env=env).start()
         try:
             base = f"http://127.0.0.1:{port}"

@@ -1,4 +1,4 @@
-"""`make run` itself (python -m webfarm.launch): its console shows the
+"""`make run` itself (python -m demofarm.launch): its console shows the
 address and logins, the requests, the jobs and what housekeeping did, and
 not Celery's banners, its root warning or a line for every periodic task."""
 
@@ -44,7 +44,7 @@ def test_make_run_s_console_is_calm_and_says_what_happened(tmp_path):
     for command in (["migrate", "--no-input", "-v", "0"], ["seed_demo", "-v", "0"]):
         processes.manage(env, *command)
     port = processes.free_port()
-    argv = [str(processes.BIN / "python"), "-m", "webfarm.launch", "--port", str(port)]
+    argv = [str(processes.BIN / "python"), "-m", "demofarm.launch", "--port", str(port)]
     run = processes.Process("make-run", argv, log_dir=tmp_path, env=env).start()
     try:
         base = f"http://127.0.0.1:{port}"

@@ -19,12 +19,12 @@ import pytest
 import requests
 from pymemcache.client.base import Client
 
-from progress.store import public_key
 from tests.harness import processes
 from tests.harness.chromium import until
 from tests.harness.processes import wait_for
 from tests.harness.web import DEMO_PASSWORD, WebClient
 from webfarm.core.client import build_client
+from webfarm.progress.store import public_key
 
 pytestmark = pytest.mark.farm
 
@@ -168,7 +168,7 @@ def test_a_job_started_and_followed_through_the_balancer_takes_the_fast_path(ngi
         nginx_farm.env,
         "shell",
         "-c",
-        "from webfarm.core.client import get_client; from progress import store; "
+        "from webfarm.core.client import get_client; from webfarm.progress import store; "
         f"get_client().delete(store.public_key({job!r}, {fast_url.split('/')[3]!r}))",
     )
     missed, again = (requests.get(nginx_farm.url + fast_url, timeout=10) for _ in range(2))

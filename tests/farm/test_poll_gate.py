@@ -1,9 +1,9 @@
-"""The poll gate (progress.pollgate) answers progress polls through a real
+"""The poll gate (webfarm.progress.pollgate) answers progress polls through a real
 gunicorn exactly as Django does without it: the same status, body and
 headers for the token URL and the session URL, 200 and 304, for the owner,
 another user and nobody; a session that logged out or whose user's password
 changed is refused; the answers are counted. The farm's nodes run the gate
-(webfarm.wsgi); a node of this test runs without it (PROGRESS_POLL_GATE=0)."""
+(demofarm.wsgi); a node of this test runs without it (PROGRESS_POLL_GATE=0)."""
 
 import json
 import uuid

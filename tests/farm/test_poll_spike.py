@@ -18,9 +18,9 @@ import pytest
 import requests
 from pymemcache.client.base import Client
 
+from demofarm.polls.services import FLUSH_LOCK
 from tests.harness import processes
 from tests.harness.web import create_poll, flush_votes, vote_anonymously
-from webfarm.polls.services import FLUSH_LOCK
 
 pytestmark = pytest.mark.farm
 

@@ -28,18 +28,18 @@ WEAK = {
 # A key as `secrets.token_urlsafe(50)` makes one (the docs' way).
 REAL_KEY = secrets.token_urlsafe(50)
 COMMANDS = {
-    "web": [str(BIN / "gunicorn"), "webfarm.wsgi", "-b", "127.0.0.1:{port}", "-w", "1"],
+    "web": [str(BIN / "gunicorn"), "demofarm.wsgi", "-b", "127.0.0.1:{port}", "-w", "1"],
     "worker": [
         str(BIN / "celery"),
         "-A",
-        "webfarm",
+        "demofarm",
         "worker",
         "-c",
         "1",
         "--without-gossip",
         "--without-mingle",
     ],
-    "beat": [str(BIN / "celery"), "-A", "webfarm", "beat", "--schedule", "{dir}/beat.db"],
+    "beat": [str(BIN / "celery"), "-A", "demofarm", "beat", "--schedule", "{dir}/beat.db"],
 }
 
 
@@ -102,7 +102,7 @@ def test_a_key_file_others_may_read_is_made_private_with_a_warning(tmp_path):
 def test_this_machines_key_is_refused_by_a_farm_on_several_machines(settings, capsys):
     """Unset, the key is this machine's own: a process whose memcached,
     database or broker is elsewhere would disagree with every other machine."""
-    from webfarm.secret import other_machines, refuse_placeholder
+    from demofarm.secret import other_machines, refuse_placeholder
 
     settings.SECRET_KEY_FROM_FILE = True
     settings.SECRET_KEY = REAL_KEY

@@ -4,12 +4,12 @@
 anonymous voters, logins, report starts, progress polls) through a real web
 node, worker and beat on a memcached run with -M. The farm runs with short
 lifetimes (seconds, set below) so that what expires does so within the
-test; their production values are settings, listed in webfarm/keyspace.py.
+test; their production values are settings, listed in demofarm/keyspace.py.
 
 After the drainers catch up and those lifetimes pass, memcached holds no
 more than BOUND_ITEMS items and BOUND_BYTES bytes beyond what it held before
 the traffic (counters or registry lines the traffic named first), and every
-key it holds belongs to a family of webfarm/keyspace.py and lives no longer
+key it holds belongs to a family of demofarm/keyspace.py and lives no longer
 than that family may.
 """
 
@@ -62,7 +62,7 @@ def test_a_days_traffic_leaves_memcached_as_it_found_it(tmp_path):
 def _every_key_has_a_family_and_its_lifetime(address: str, env: dict) -> None:
     from django.test import override_settings
 
-    from webfarm.keyspace import family_of, lifetime_bound
+    from demofarm.keyspace import family_of, lifetime_bound
 
     overrides = {
         "SESSION_CACHE_TTL": SHORT,

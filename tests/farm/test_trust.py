@@ -81,7 +81,7 @@ def test_a_pickle_planted_under_every_key_runs_nothing(tmp_path):
             env,
             "shell",
             "-c",
-            "from webfarm.polls.models import Poll; p = Poll.objects.create(question='Q?'); "
+            "from demofarm.polls.models import Poll; p = Poll.objects.create(question='Q?'); "
             "p.choices.create(text='a'); print(p.id, p.choices.get().id)",
         ).split()
         poll_id, choice = poll[-2], poll[-1]
@@ -127,7 +127,7 @@ def test_a_pickle_planted_under_every_key_runs_nothing(tmp_path):
                 f"poll:{poll_id}:0badc0de:c:{choice}",
             )
         }
-        from webfarm.keyspace import FAMILIES, family_of
+        from demofarm.keyspace import FAMILIES, family_of
 
         planted = {family_of(key.removeprefix(f"{NAMESPACE}:")) for key in keys}
         missing = {f.name for f in FAMILIES} - {f.name for f in planted if f is not None}

@@ -1,11 +1,16 @@
-"""A database made before the apps moved under webfarm/ keeps its data
-through `manage.py migrate` (webfarm.oldlabels).
+"""A database made before an app was relabelled keeps its data through
+`manage.py migrate` (webfarm.core.oldlabels).
 
-The dumps in tests/farm/data were made by the code of commit 5715d99 (the
-apps still labelled `core`, `polls`, ...): `migrate`, then a user with a
-permission on a poll model, a group with one on an upload, a poll with a
-vote, an admin log entry for the poll, a revocation, a counter's watermark
-and sample, an upload with a rejected row."""
+The dumps in tests/farm/data:
+- before_webfarm_labels: made by the code of commit 5715d99 (the apps still
+  labelled `core`, `polls`, ...): `migrate`, then a user with a permission
+  on a poll model, a group with one on an upload, a poll with a vote, an
+  admin log entry for the poll, a revocation, a counter's watermark and
+  sample, an upload with a rejected row.
+- before_webfarm_progress: made by the code of commit 21eba2a (progress a
+  top-level app labelled `progress`): `migrate`, then a user with the
+  permission to view jobs, a group with the one to change them, a finished
+  job with a part and a result file, an admin log entry for the job."""
 
 import os
 import sqlite3
@@ -28,8 +33,8 @@ from django.contrib.auth.models import User
 from django.contrib.contenttypes.models import ContentType
 from django.db import connection
 from webfarm.core.models import Revocation
-from webfarm.imports.models import RejectedRow
-from webfarm.polls.models import Poll, Vote
+from demofarm.imports.models import RejectedRow
+from demofarm.polls.models import Poll, Vote
 from webfarm.stats.models import CounterSample, CounterWatermark
 alice = User.objects.get(username="alice")
 print("perms", alice.has_perm("webfarm_polls.add_vote"), alice.has_perm("webfarm_imports.view_upload"))
@@ -43,7 +48,7 @@ print("tables", ",".join(sorted(connection.introspection.table_names())))
 
 
 def _manage(database_url: str, *args: str) -> str:
-    env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "webfarm.settings"}
+    env = {**os.environ, "DATABASE_URL": database_url, "DJANGO_SETTINGS_MODULE": "demofarm.settings"}
     done = subprocess.run(
         [str(processes.BIN / "python"), "manage.py", *args],
         cwd=processes.ROOT,
@@ -56,14 +61,32 @@ def _manage(database_url: str, *args: str) -> str:
     return done.stdout
 
 
-def _upgrade_and_look(database_url: str) -> dict[str, str]:
+LOOK_PROGRESS = """
+from django.contrib.admin.models import LogEntry
+from django.contrib.auth.models import Group, User
+from django.contrib.contenttypes.models import ContentType
+from django.db import connection
+from webfarm.progress.models import Job
+alice = User.objects.get(username="alice")
+job = Job.objects.get()
+print("perms", alice.has_perm("webfarm_progress.view_job"), Group.objects.get().permissions.get().codename)
+print("job", job.owner.username, job.value["total"], job.parts.get().result["rows"], job.files.get().name)
+print("logged", LogEntry.objects.get().get_edited_object().title.replace(" ", "_"))
+print("labels", ",".join(sorted(set(ContentType.objects.values_list("app_label", flat=True)))))
+print("tables", ",".join(sorted(connection.introspection.table_names())))
+"""
+
+
+def _upgrade_and_look(
+    database_url: str, look: str = LOOK, adopted: str = "core -> webfarm_core"
+) -> dict[str, str]:
     migrated = _manage(database_url, "migrate", "--no-input")
-    assert "Adopted the tables and migrations of the old app labels: core -> webfarm_core" in migrated
+    assert f"Adopted the tables and migrations of the old app labels: {adopted}" in migrated
     # Done once: a second run finds nothing to adopt, nothing to apply, no model unmigrated.
     again = _manage(database_url, "migrate", "--no-input")
     assert "Adopted" not in again and "No migrations to apply" in again
     _manage(database_url, "makemigrations", "--check", "--dry-run")
-    looked = _manage(database_url, "shell", "--no-imports", "-c", LOOK)
+    looked = _manage(database_url, "shell", "--no-imports", "-c", look)
     return dict(line.split(" ", 1) for line in looked.splitlines() if " " in line)
 
 
@@ -81,6 +104,17 @@ def _assert_kept(seen: dict[str, str]) -> None:
         assert not [table for table in tables if table.startswith(f"{old}_")]
 
 
+def _load(url: str, dump: Path) -> None:
+    psql = processes.postgres_bin() / "psql"
+    loaded = subprocess.run(
+        [str(psql), "--dbname", url, "-v", "ON_ERROR_STOP=1", "-q", "-f", str(dump)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert loaded.returncode == 0, loaded.stderr
+
+
 def test_a_sqlite_database_from_before_keeps_its_data(tmp_path):
     path = tmp_path / "before.sqlite3"
     with sqlite3.connect(path) as db:
@@ -90,23 +124,7 @@ def test_a_sqlite_database_from_before_keeps_its_data(tmp_path):
 
 def test_a_postgresql_database_from_before_keeps_its_data_and_sequences():
     with processes.postgres_database("before_labels") as url:
-        psql = processes.postgres_bin() / "psql"
-        loaded = subprocess.run(
-            [
-                str(psql),
-                "--dbname",
-                url,
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-q",
-                "-f",
-                str(DATA / "before_webfarm_labels.postgresql.sql"),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        assert loaded.returncode == 0, loaded.stderr
+        _load(url, DATA / "before_webfarm_labels.postgresql.sql")
         _assert_kept(_upgrade_and_look(url))
         # New rows still get ids, from a sequence now named for the new table.
         added = _manage(
@@ -115,7 +133,7 @@ def test_a_postgresql_database_from_before_keeps_its_data_and_sequences():
             "--no-imports",
             "-c",
             (
-                "from django.db import connection; from webfarm.polls.models import Poll; "
+                "from django.db import connection; from demofarm.polls.models import Poll; "
                 "print(Poll.objects.create(question='After?').pk); "
                 "c = connection.cursor(); "
                 "c.execute(\"select pg_get_serial_sequence('webfarm_polls_poll', 'id')\"); "
@@ -123,6 +141,45 @@ def test_a_postgresql_database_from_before_keeps_its_data_and_sequences():
             ),
         )
         assert added.split() == ["2", "public.webfarm_polls_poll_id_seq"]
+
+
+def _assert_jobs_kept(seen: dict[str, str]) -> None:
+    assert seen["perms"] == "True change_job"
+    assert seen["job"] == "alice 41 41 sales.csv"
+    assert seen["logged"] == "Sales_before_the_move"
+    assert "webfarm_progress" in seen["labels"].split(",") and "progress" not in seen["labels"].split(",")
+    tables = seen["tables"].split(",")
+    assert {"webfarm_progress_job", "webfarm_progress_jobpart", "reports_resultfile"} <= set(tables)
+    assert not [table for table in tables if table.startswith("progress_")]
+
+
+def test_a_sqlite_database_of_progress_before_it_moved_into_webfarm_keeps_its_jobs(tmp_path):
+    path = tmp_path / "before.sqlite3"
+    with sqlite3.connect(path) as db:
+        db.executescript((DATA / "before_webfarm_progress.sqlite.sql").read_text())
+    seen = _upgrade_and_look(f"sqlite:///{path}", LOOK_PROGRESS, "progress -> webfarm_progress")
+    _assert_jobs_kept(seen)
+
+
+def test_a_postgresql_database_of_progress_before_it_moved_into_webfarm_keeps_its_jobs():
+    with processes.postgres_database("before_progress") as url:
+        _load(url, DATA / "before_webfarm_progress.postgresql.sql")
+        _assert_jobs_kept(_upgrade_and_look(url, LOOK_PROGRESS, "progress -> webfarm_progress"))
+        # A new part row gets an id from the sequence now named for the new table.
+        added = _manage(
+            url,
+            "shell",
+            "--no-imports",
+            "-c",
+            (
+                "from django.db import connection; from webfarm.progress.models import Job, JobPart; "
+                "print(JobPart.objects.create(job=Job.objects.get(), index=1).pk); "
+                "c = connection.cursor(); "
+                "c.execute(\"select pg_get_serial_sequence('webfarm_progress_jobpart', 'id')\"); "
+                "print(c.fetchone()[0])"
+            ),
+        )
+        assert added.split() == ["2", "public.webfarm_progress_jobpart_id_seq"]
 
 
 def test_a_label_that_is_someone_elses_is_left_alone(tmp_path):

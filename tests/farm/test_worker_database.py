@@ -2,7 +2,7 @@
 after every task unless CELERY_DB_REUSE_MAX is set; a new connection was a
 third of a short task's run), and a kept connection that the server dropped
 is replaced at the next task's start, as Django replaces a request's
-(webfarm/celery.py): no task fails for it."""
+(demofarm/celery.py): no task fails for it."""
 
 import json
 import os

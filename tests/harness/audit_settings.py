@@ -4,7 +4,7 @@ user agent the site refuses, as a project may set DISALLOWED_USER_AGENTS."""
 
 import re
 
-from webfarm.settings import *  # noqa: F403 (the site's own settings, as they are)
+from demofarm.settings import *  # noqa: F403 (the site's own settings, as they are)
 
 PASSWORD_HASHERS = ["tests.harness.hashers.CountingHasher"]
 DISALLOWED_USER_AGENTS = [re.compile(r"BadBot")]

@@ -134,7 +134,7 @@ def host_farm(
 
 
 def _nginx_argv(farm: HostFarm, base: Path) -> list[str]:
-    from webfarm.farm import nginx_argv, render_nginx
+    from demofarm.farm import nginx_argv, render_nginx
 
     conf = render_nginx(
         listen=f"{farm.address('balancer')}:80",

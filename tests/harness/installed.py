@@ -1,18 +1,34 @@
 """A Django project this repository did not write, using the apps from the
 wheel alone: `django-admin startproject`, then the steps docs/install.md
 gives, and a `shop` app with a task that reports progress. The repository
-is never on the project's path: what it runs comes from the wheel.
+is never on the project's path: what it runs comes from the wheel, installed
+with PyPI's `progress` (a terminal progress-bar library) beside it.
 """
 
 import subprocess
 import sys
 import textwrap
-import zipfile
 from pathlib import Path
 
 from tests.harness import processes
 
-APPS = ["webfarm.core", "webfarm.queues", "webfarm.broker", "progress", "django_tasks", "webfarm.djangotasks"]
+APPS = [
+    "webfarm.core",
+    "webfarm.queues",
+    "webfarm.broker",
+    "webfarm.progress",
+    "webfarm.stats",
+    "webfarm.activity",
+    "webfarm.dashboard",
+    "django_tasks",
+    "webfarm.djangotasks",
+]
+
+# PyPI's own `progress`, a popular package whose top-level name the library
+# once took: the project has it too (pip checks the hash).
+PYPI_PROGRESS = (
+    "progress==1.6.1 --hash=sha256:5239f22f305c12fdc8ce6e0e47f70f21622a935e16eafc4535617112e7c7ea0b"
+)
 
 # Appended to the settings startproject wrote: the steps of docs/install.md,
 # plus what any project sets for itself (its database, hosts, static files).
@@ -21,7 +37,10 @@ import os
 
 INSTALLED_APPS += {apps!r} + ["shop"]
 MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
-MIDDLEWARE += ["webfarm.djangotasks.owners.TaskOwnerMiddleware"]
+MIDDLEWARE += [
+    "webfarm.activity.middleware.ActivityLogMiddleware",
+    "webfarm.djangotasks.owners.TaskOwnerMiddleware",
+]
 TASKS = {{"default": {{"BACKEND": "webfarm.djangotasks.backend.CeleryBackend"}}}}
 MEMCACHED = {{"SERVERS": [os.environ["SITE_MEMCACHED"]]}}
 CELERY_BROKER_URL = "memcached://" + os.environ["SITE_MEMCACHED"]
@@ -32,11 +51,18 @@ DATABASES["default"]["NAME"] = os.environ["SITE_DB"]
 ALLOWED_HOSTS = ["127.0.0.1"]
 STATIC_ROOT = BASE_DIR / "static"
 LOGIN_REDIRECT_URL = "/"
+ACTIVITY_LOG_FILE = BASE_DIR / "activity.log"
+LOGGING = {{
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {{"sitelog": {{"class": "webfarm.activity.handler.SiteLogHandler"}}}},
+    "loggers": {{"activity": {{"handlers": ["sitelog"], "level": "INFO", "propagate": False}}}},
+}}
 """
 
 # Appended to the wsgi.py startproject wrote: the polls answered before the middleware chain.
 WSGI = """
-from progress.pollgate import PollGate  # after the apps are loaded
+from webfarm.progress.pollgate import PollGate  # after the apps are loaded
 application = PollGate(application)
 """
 
@@ -52,14 +78,17 @@ app.autodiscover_tasks()
 """
 
 URLS = """
+from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from shop import views
 
 urlpatterns = [
+    path("admin/dashboard/", include("webfarm.dashboard.urls")),
+    path("admin/", admin.site.urls),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
-    path("progress/", include("progress.urls")),
+    path("progress/", include("webfarm.progress.urls")),
     path("", views.home, name="home"),
     path("start/", views.start, name="start"),
     path("watch/<str:result_id>/", views.watch, name="watch"),
@@ -90,7 +119,7 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from progress.api import Job
+from webfarm.progress.api import Job
 from shop.tasks import crunch
 
 
@@ -134,7 +163,7 @@ TEMPLATES = {
 <form method="post" action="/start/">{% csrf_token %}
   <input name="steps" value="40"><input name="pause" value="0.1"><button>Crunch</button>
 </form>""",
-    "shop/watch.html": """{% load progress %}<!doctype html><html><head><title>Crunching</title>
+    "shop/watch.html": """{% load webfarm_progress %}<!doctype html><html><head><title>Crunching</title>
 {% progress_assets %}</head><body><h1>Crunching</h1>{% progress_bar result %}</body></html>""",
     "registration/login.html": """<!doctype html><title>Log in</title>
 <form method="post">{% csrf_token %}{{ form.as_p }}<button>Log in</button></form>""",
@@ -166,9 +195,25 @@ def build_wheel(out: Path) -> Path:
     return found
 
 
+def install(wheel: Path, lib: Path) -> None:
+    """The wheel, then PyPI's `progress`, into one folder: a second package
+    with the first's top-level name would be refused there."""
+    requirement = lib.parent / "requirements-pypi.txt"
+    requirement.write_text(PYPI_PROGRESS + "\n")
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps"]
+    for what in ([str(wheel)], ["--require-hashes", "-r", str(requirement)]):
+        subprocess.run(
+            [*pip, "--target", str(lib), *what],
+            check=True,
+            capture_output=True,
+            timeout=300,
+        )
+
+
 def make_site(wheel: Path, base: Path) -> Path:
-    """A new project in base/site with the wheel's files in base/lib; returns the site's folder."""
-    zipfile.ZipFile(wheel).extractall(base / "lib")
+    """A new project in base/site with the wheel and PyPI's `progress`
+    installed in base/lib; returns the site's folder."""
+    install(wheel, base / "lib")
     site = base / "site"
     site.mkdir()
     subprocess.run(

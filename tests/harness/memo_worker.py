@@ -4,7 +4,7 @@ import os
 import sys
 import time
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webfarm.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demofarm.settings")
 
 
 def main() -> None:

@@ -129,7 +129,7 @@ def wait_for(check: Callable[[], object], *, timeout: float, what: str, interval
 
 
 # The key this run's web, worker and beat processes share unless a test sets
-# its own: they refuse to start on a placeholder (webfarm.secret).
+# its own: they refuse to start on a placeholder (demofarm.secret).
 RUN_SECRET_KEY = "test-run-" + uuid.uuid4().hex
 
 
@@ -322,7 +322,7 @@ def celery_worker(
     argv = [
         str(BIN / "celery"),
         "-A",
-        "webfarm",
+        "demofarm",
         "worker",
         "-l",
         "info",
@@ -351,7 +351,7 @@ def gunicorn(
     name: str,
     *,
     port: int | None = None,
-    app: str = "webfarm.wsgi",
+    app: str = "demofarm.wsgi",
     ready_path: str = "/accounts/login/",
     access_log: bool = True,
     workers: int = 2,
@@ -394,7 +394,7 @@ def celery_beat(
     argv = [
         str(BIN / "celery"),
         "-A",
-        "webfarm",
+        "demofarm",
         "beat",
         "-l",
         "info",
@@ -411,7 +411,7 @@ def nginx(
     log_dir: Path, *, web: list[str], memcached: list[str], namespace: str, access_log: bool = False
 ) -> tuple[Process, str]:
     """The farm's nginx (deploy/nginx) on a free port, in front of `web`."""
-    from webfarm.farm import nginx_argv, render_nginx
+    from demofarm.farm import nginx_argv, render_nginx
 
     port = free_port()
     conf = render_nginx(
@@ -426,7 +426,7 @@ def nginx(
     base = f"http://127.0.0.1:{port}"
     wait_for(
         lambda: (
-            requests.get(f"{base}/static/progress/progress.js", timeout=2).status_code == 200
+            requests.get(f"{base}/static/webfarm_progress/progress.js", timeout=2).status_code == 200
             or not process.alive()
         ),
         timeout=30,

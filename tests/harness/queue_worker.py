@@ -6,7 +6,7 @@ import random
 import sys
 import time
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webfarm.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demofarm.settings")
 
 
 def main() -> None:

@@ -3,7 +3,7 @@
 import os
 import sys
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webfarm.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demofarm.settings")
 
 
 def main() -> None:

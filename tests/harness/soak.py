@@ -79,7 +79,7 @@ def prepare(base_url: str, env: dict) -> list[str]:
     poll, choice = json.loads(
         _shell(
             env,
-            "import json; from webfarm.polls.models import Poll; p = Poll.objects.create(question='Soak?'); "
+            "import json; from demofarm.polls.models import Poll; p = Poll.objects.create(question='Soak?'); "
             "print(json.dumps([p.id, p.choices.create(text='yes').id]))",
         )
     )
@@ -136,7 +136,7 @@ def new_keys_by_family(address: str, keys_before: set[str]) -> dict[str, object]
     """What is left that was not there at rest: a count per family and a few
     keys of each with their seconds to live (None: never expires) and the
     start of their values."""
-    from webfarm.keyspace import family_of
+    from demofarm.keyspace import family_of
 
     now = time.time()
     left: dict[str, list] = {}

@@ -8,8 +8,18 @@ import os
 import time
 from typing import Any
 
-from progress.api import Job, JobFailed, JobPart, JobResult, JobType, PartSpec, SlotLimits, Tracker, register
 from webfarm.core.client import get_client
+from webfarm.progress.api import (
+    Job,
+    JobFailed,
+    JobPart,
+    JobResult,
+    JobType,
+    PartSpec,
+    SlotLimits,
+    Tracker,
+    register,
+)
 
 STEPS = 10
 

@@ -85,7 +85,7 @@ def create_poll(env: dict, question: str, choices: list[str]) -> tuple[int, list
         env,
         "shell",
         "-c",
-        "import json; from webfarm.polls.models import Poll; "
+        "import json; from demofarm.polls.models import Poll; "
         f"p = Poll.objects.create(question={question!r}); "
         f"ids = [p.choices.create(text=t, position=i).id for i, t in enumerate({choices!r})]; "
         "print(json.dumps([p.id, ids]))",

@@ -276,7 +276,7 @@ def test_a_worker_host_cut_off_from_the_broker_mid_task_runs_the_job_once(farm):
     assert f"job {job} not run: job {job} is running" in logs  # delivered again, and refused
     # Nothing went to the broker's dead letters on the way.
     look = (
-        "import json; from webfarm.celery import app; "
+        "import json; from demofarm.celery import app; "
         "print(json.dumps(app.connection_for_read().default_channel._queue('webfarm').stats()))"
     )
     python = [str(processes.BIN / "python"), "manage.py", "shell", "-c", look]

@@ -131,7 +131,7 @@ def test_the_newest_activity_ignores_what_someone_else_put_in_memcached(tmp_path
 
 
 def test_read_tokens_never_reach_the_log_the_file_or_the_dashboard(tmp_path, settings):
-    from progress import services
+    from webfarm.progress import services
 
     settings.ACTIVITY_LOG_FILE = str(tmp_path / "activity.log")
     settings.ACTIVITY = {"POLL_SAMPLE": 1.0}  # answered polls too, as a sample would log them
@@ -181,7 +181,7 @@ def _polled_count(area: str, status: str) -> int:
 
 @pytest.fixture
 def alice_job():
-    from progress import services
+    from webfarm.progress import services
 
     alice = get_user_model().objects.create_user("alice", password="x")
     return alice, services.create_job(owner=alice, kind="demo", title="t", params={})
@@ -271,7 +271,7 @@ def test_a_poll_is_a_read_of_a_view_its_app_marks_polled_or_a_static_file():
         "/polls/3/results.json",
         "/admin/dashboard/live/",
         "/stats/metrics",
-        "/static/progress/progress.js",
+        "/static/webfarm_progress/progress.js",
     ]:
         assert is_poll("GET", path) and is_poll("HEAD", path), path
         assert not is_poll("POST", path), path

@@ -18,8 +18,8 @@ def test_defaults_overlaid_cached_and_renewed_when_the_setting_changes(settings)
 
 
 def test_a_variable_is_named_for_its_setting_and_the_old_name_still_works(monkeypatch, settings):
+    from demofarm.env import env_float, old_names_in_use
     from webfarm.core.checks import check_environment_names
-    from webfarm.env import env_float, old_names_in_use
 
     monkeypatch.setenv("QUEUE_HOLE_WAIT", "3.5")  # the name from before the rename
     assert env_float("QUEUES_HOLE_WAIT", 2.0) == 3.5

@@ -6,9 +6,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from progress import services
+from demofarm.polls.models import Poll
 from tests.harness.hostile import HOSTILE
-from webfarm.polls.models import Poll
+from webfarm.progress import services
 
 pytestmark = pytest.mark.django_db
 

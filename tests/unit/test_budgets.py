@@ -8,12 +8,12 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from progress import services, store
-from progress.countdown import PartSpec
-from progress.models import Job
-from progress.parts.reporter import PartReporter
-from progress.records import MAX_PARTS
 from tests.harness.roundtrips import counting, runs, steady
+from webfarm.progress import services, store
+from webfarm.progress.countdown import PartSpec
+from webfarm.progress.models import Job
+from webfarm.progress.parts.reporter import PartReporter
+from webfarm.progress.records import MAX_PARTS
 
 pytestmark = pytest.mark.django_db
 
@@ -107,8 +107,8 @@ def test_a_parts_progress_write_is_four_round_trips_and_no_query(split_job):
 
 @pytest.fixture
 def poll():
-    from webfarm.polls.models import Poll
-    from webfarm.polls.services import flush_all
+    from demofarm.polls.models import Poll
+    from demofarm.polls.services import flush_all
 
     poll = Poll.objects.create(question="Tabs or spaces?")
     for position, text in enumerate(["Tabs", "Spaces"]):
@@ -139,7 +139,7 @@ def test_a_vote_is_at_most_three_round_trips_and_no_query(poll, settings):
 def memcached_broker(memcached_server, progress_on_real_memcached):
     """Celery on the test's memcached, as the farm runs by default: a start's
     task send is a put into a memcached queue, counted like the rest."""
-    from webfarm.celery import app
+    from demofarm.celery import app
 
     before = app.conf.broker_url, app.conf.broker_transport_options
     # The read and write URLs follow (the settings set them to the broker's URL).
@@ -203,8 +203,8 @@ SPLIT = 4
 
 @pytest.fixture
 def order_lines(settings):
-    from reports import dataset
-    from reports.models import OrderLine
+    from demofarm.reports import dataset
+    from demofarm.reports.models import OrderLine
 
     dataset.generate(customers=20, products=5, orders=200, seed=1)
     lines = OrderLine.objects.count()

@@ -17,7 +17,7 @@ def test_drain_sitelog_follow_says_what_it_wrote_as_it_goes_and_stops_on_ctrl_c(
 ):
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "webfarm.settings",
+        "DJANGO_SETTINGS_MODULE": "demofarm.settings",
         "MEMCACHED_SERVERS": ",".join(settings.MEMCACHED["SERVERS"]),
         "MEMCACHED_NAMESPACE": progress_on_real_memcached,
         "PYTHONUNBUFFERED": "1",

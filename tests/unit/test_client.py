@@ -110,7 +110,7 @@ def test_a_remembered_placement_is_the_one_the_hash_gives():
 
     from webfarm.core.client import FarmHash, nginx_server_index, read_by_nginx
 
-    read_by_nginx("pub:")  # as progress.store does: its public documents
+    read_by_nginx("pub:")  # as webfarm.progress.store does: its public documents
     nodes = ["10.0.0.1:11211", "10.0.0.2:11211", "10.0.0.3:11211"]
     farm, plain = FarmHash(b"ns:"), RendezvousHash()
     for node in nodes:

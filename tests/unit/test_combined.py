@@ -10,15 +10,15 @@ import time
 import pytest
 from django.contrib.auth import get_user_model
 
-from progress import services, store
-from progress.countdown import PartSpec, finish_part
-from progress.exceptions import JobEnded
-from progress.parts.combined import combine, parts_share
-from progress.parts.reporter import PartReporter
-from progress.records import MAX_PARTS, CorruptRecord, JobRecord, PartProgress
-from progress.templatetags.progress import parts_line
 from tests.harness.roundtrips import counting, steady
 from webfarm.core.client import get_client
+from webfarm.progress import services, store
+from webfarm.progress.countdown import PartSpec, finish_part
+from webfarm.progress.exceptions import JobEnded
+from webfarm.progress.parts.combined import combine, parts_share
+from webfarm.progress.parts.reporter import PartReporter
+from webfarm.progress.records import MAX_PARTS, CorruptRecord, JobRecord, PartProgress
+from webfarm.progress.templatetags.webfarm_progress import parts_line
 
 
 def _record(*parts: PartProgress, state: str = "running") -> JobRecord:

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from webfarm.configdoc import PAGE, app_settings, page_with, section
+from demofarm.configdoc import PAGE, app_settings, page_with, section
+from demofarm.env import env_app
 from webfarm.core.appsettings import AppSettings, Setting
-from webfarm.env import env_app
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -19,14 +19,15 @@ def test_the_page_lists_every_declared_setting_as_declared():
     configs = app_settings(list(settings.INSTALLED_APPS))
     assert {config.setting for config in configs} >= {"MEMCACHED", "PROGRESS", "QUEUES", "LIMITS"}
     text = PAGE.read_text()
-    assert page_with(text, section(configs)) == text, "run: python -m webfarm.configdoc --write"
+    assert page_with(text, section(configs)) == text, "run: python -m demofarm.configdoc --write"
 
 
 def test_every_variable_the_project_reads_is_on_the_page():
     text = PAGE.read_text()
     read = {
         name
-        for source in (ROOT / "webfarm").rglob("*.py")
+        for package in ("webfarm", "demofarm")
+        for source in (ROOT / package).rglob("*.py")
         for name in re.findall(r'(?:env_\w+|os\.environ\.get)\("([A-Z][A-Z0-9_]+)"', source.read_text())
     } - {"USER"}  # the login's own, for nginx's user directive
     assert "DATABASE_URL" in read and "DEMO_ORDERS" in read  # the scan sees both ways of reading
@@ -82,9 +83,9 @@ def test_a_variable_is_read_as_its_defaults_type(monkeypatch):
 
 def test_settings_that_had_no_variable_have_one(monkeypatch):
     """QUEUED_LEASE, REQUEST_LEASE and FLUSH_BATCH could not be set from the environment."""
-    from progress.conf import get_config as progress
+    from demofarm.polls.conf import get_config as polls
     from webfarm.limits.conf import get_config as limits
-    from webfarm.polls.conf import get_config as polls
+    from webfarm.progress.conf import get_config as progress
 
     monkeypatch.setenv("PROGRESS_QUEUED_LEASE", "900")
     monkeypatch.setenv("LIMITS_REQUEST_LEASE", "90")

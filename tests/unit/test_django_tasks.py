@@ -10,12 +10,12 @@ from django.http import HttpResponse
 from django.template import Context, Template
 from django.test import Client, RequestFactory
 
-from progress.api import Job, ProgressReporter
-from progress.records import JobRecord
-from progress.web import StartRefused
 from tests.harness import django_tasks as tasks
 from webfarm.djangotasks.compat import InvalidTask, TaskResultDoesNotExist, task_backends
 from webfarm.djangotasks.owners import TaskOwnerMiddleware, owned_by
+from webfarm.progress.api import Job, ProgressReporter
+from webfarm.progress.records import JobRecord
+from webfarm.progress.web import StartRefused
 
 pytestmark = pytest.mark.django_db
 
@@ -67,7 +67,7 @@ def test_cancelling_a_queued_task_fails_it_as_cancelled(alice):
         result = tasks.wait_until_cancelled.enqueue()
     cancelled = task_backends["default"].cancel(result.id)
     assert str(cancelled.status) == "FAILED"
-    assert [e.exception_class_path for e in cancelled.errors] == ["progress.exceptions.JobCancelled"]
+    assert [e.exception_class_path for e in cancelled.errors] == ["webfarm.progress.exceptions.JobCancelled"]
     assert cancelled.errors[0].exception_class.__name__ == "JobCancelled"
     with pytest.raises(ValueError, match="failed"):
         _ = cancelled.return_value
@@ -126,7 +126,9 @@ def test_the_bar_takes_a_task_result_as_it_takes_a_job(alice):
     with owned_by(alice):
         result = tasks.count_to.enqueue(3)
     job = Job.objects.get(pk=result.id)
-    html = Template("{% load progress %}{% progress_bar result %}").render(Context({"result": result}))
+    html = Template("{% load webfarm_progress %}{% progress_bar result %}").render(
+        Context({"result": result})
+    )
     assert f'data-progress-url="/progress/{job.id}/{job.read_token}/"' in html
     assert f'action="/progress/{job.id}/cancel/"' in html
 

@@ -1,4 +1,4 @@
-"""The customer import: a second job type, written against progress.api
+"""The customer import: a second job type, written against webfarm.progress.api
 alone. Rows are checked one by one (pure functions), a run saves the good
 ones and keeps the rejected ones with why, and the pages refuse bad files
 with a message. The whole path with a real worker and browser is in
@@ -13,15 +13,15 @@ from django.contrib.auth import get_user_model
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from progress.api import Job, JobType
-from progress.launching.admission import start_job
-from progress.launching.running import run_job
-from progress.registry import get_job_type
-from progress.selectors import job_record
-from reports.models import Customer
-from webfarm.imports import rows
-from webfarm.imports.jobs import import_customers
-from webfarm.imports.models import RejectedRow, Upload
+from demofarm.imports import rows
+from demofarm.imports.jobs import import_customers
+from demofarm.imports.models import RejectedRow, Upload
+from demofarm.reports.models import Customer
+from webfarm.progress.api import Job, JobType
+from webfarm.progress.launching.admission import start_job
+from webfarm.progress.launching.running import run_job
+from webfarm.progress.registry import get_job_type
+from webfarm.progress.selectors import job_record
 
 pytestmark = pytest.mark.django_db
 

@@ -1,10 +1,10 @@
-"""The apps form a ladder (pyproject.toml, [tool.importlinter]):
-webfarm.core, then webfarm.queues, then progress | stats | limits |
-activity, then reports | polls | dashboard, then imports, and the site
-(webfarm's settings, URLs, Celery app) on top. An import up the ladder, or
-between two apps on one rung, fails here; so do an app importing the site
-and a job-type app (reports, imports) importing anything of progress but
-progress.api."""
+"""The repository reads top to bottom (pyproject.toml, [tool.importlinter]):
+the demo site (demofarm) on the library (webfarm), whose apps form a ladder:
+core, then queues, then progress | stats | limits | activity | broker, then
+dashboard | djangotasks. An import up the ladder, or between two apps on one
+rung, fails here; so do the library importing the site, a module on no
+rung, and a job type (the site's reports, imports) importing anything of
+progress but webfarm.progress.api."""
 
 import shutil
 import subprocess
@@ -44,27 +44,27 @@ def _with_import(tmp_path: Path, module: str, line: str) -> subprocess.Completed
 
 def test_an_import_up_the_ladder_breaks_it(tmp_path):
     """The contract is live: the same tree with one upward import fails."""
-    result = _with_import(tmp_path, "webfarm/core/http.py", "from progress.states import State")
+    result = _with_import(tmp_path, "webfarm/core/http.py", "from webfarm.progress.states import State")
     assert result.returncode != 0
-    assert "webfarm.core is not allowed to import progress" in result.stdout
+    assert "webfarm.core is not allowed to import webfarm.progress" in result.stdout
 
 
 def test_a_job_type_reaching_past_progress_api_breaks_it(tmp_path):
-    """Job-type apps use progress.api alone: importing progress.store fails."""
-    result = _with_import(tmp_path, "webfarm/imports/jobs.py", "from progress import store")
+    """Job-type apps use webfarm.progress.api alone: importing webfarm.progress.store fails."""
+    result = _with_import(tmp_path, "demofarm/imports/jobs.py", "from webfarm.progress import store")
     assert result.returncode != 0
-    assert "webfarm.imports is not allowed to import progress.store" in result.stdout
+    assert "demofarm.imports is not allowed to import webfarm.progress.store" in result.stdout
 
 
 def test_an_app_importing_the_site_breaks_it(tmp_path):
     """An app that reads the site's settings module could not be installed without it."""
-    result = _with_import(tmp_path, "progress/store.py", "from webfarm import settings")
+    result = _with_import(tmp_path, "webfarm/progress/store.py", "from demofarm import settings")
     assert result.returncode != 0
-    assert "progress is not allowed to import webfarm.settings" in result.stdout
+    assert "webfarm is not allowed to import demofarm" in result.stdout
 
 
 def test_a_site_module_on_no_rung_breaks_it(tmp_path):
-    """A new module in webfarm/ must be placed on the ladder, or it goes unchecked."""
+    """A new module in the library must be placed on the ladder, or it goes unchecked."""
     _copy(tmp_path)
     (tmp_path / "webfarm" / "stray.py").write_text("")
     result = _lint(tmp_path)

@@ -7,19 +7,19 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from progress import services as progress_services
-from progress import store
-from progress.exceptions import ProgressUnavailable
-from progress.launching.admission import StartRefused, start_job
-from progress.models import Job
-from reports import results
-from reports.registry import get_report
+from demofarm.reports import results
+from demofarm.reports.registry import get_report
 from tests.harness import full
 from tests.harness.processes import free_port, memcached, wait_for
 from tests.harness.together import run_together
 from webfarm.core import counters, slots
 from webfarm.core.client import get_client, reset_client
 from webfarm.core.slots import Lease, LimitReached, SlotsTaken, SlotsUnavailable, acquire
+from webfarm.progress import services as progress_services
+from webfarm.progress import store
+from webfarm.progress.exceptions import ProgressUnavailable
+from webfarm.progress.launching.admission import StartRefused, start_job
+from webfarm.progress.models import Job
 
 pytestmark = pytest.mark.django_db
 
@@ -150,8 +150,8 @@ def test_a_racer_taking_the_chosen_slot_leaves_nothing_of_the_start_behind(
     racer that takes the slot this start chose between its look and that
     round trip: the record, its public document and the row are undone, the
     slot taken in the other scope is given back, and the start looks again."""
-    from progress.launching import admission as launch
     from tests.harness import keyspace
+    from webfarm.progress.launching import admission as launch
 
     report = get_report("sales-by-region")
     looks = []
@@ -183,7 +183,7 @@ def test_a_start_that_loses_every_race_is_refused_by_the_limit_in_its_way(alice,
     tries: the refusal names her limit (the one the racers met), not the
     report type's, which has room to spare (a flood once said "already being
     run 50 times" to a user at her own limit)."""
-    from progress.launching import admission as launch
+    from webfarm.progress.launching import admission as launch
 
     report = get_report("sales-by-region")
     start_job(user=alice, job_type=report, params=_params())  # one of her 2 slots held
@@ -303,8 +303,8 @@ def test_a_download_closed_before_its_first_chunk_frees_its_slot(alice, settings
 
 
 def test_a_flood_of_refusals_stops_asking_memcached_and_a_freed_slot_is_taken_soon(alice, settings):
-    from progress.launching.admission import FLOOD_WINDOW
     from tests.harness.roundtrips import counting, measure
+    from webfarm.progress.launching.admission import FLOOD_WINDOW
 
     report = get_report("return-rates")  # its farm-wide limit is 3 here
     bob = get_user_model().objects.create_user("bob", password="x")

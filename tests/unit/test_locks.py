@@ -40,7 +40,7 @@ def test_a_lock_is_held_while_renewed_and_freed_soon_after_its_holder_is_killed(
 ):
     env = {
         **os.environ,
-        "DJANGO_SETTINGS_MODULE": "webfarm.settings",
+        "DJANGO_SETTINGS_MODULE": "demofarm.settings",
         "MEMCACHED_SERVERS": ",".join(settings.MEMCACHED["SERVERS"]),
         "MEMCACHED_NAMESPACE": progress_on_real_memcached,
     }

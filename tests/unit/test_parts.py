@@ -1,4 +1,4 @@
-"""A job's parts counted down to its merge (progress.countdown), against a real
+"""A job's parts counted down to its merge (webfarm.progress.countdown), against a real
 memcached and the test database: the merge is sent once, by the last part,
 whatever is delivered twice, whatever memcached loses or is made to say."""
 
@@ -7,11 +7,11 @@ import threading
 import pytest
 from django.contrib.auth import get_user_model
 
-from progress import services
-from progress.countdown import PartSpec, create_parts, finish_part, left_key, parts_left, start_part
-from progress.models import Job, JobPart
 from tests.harness.processes import free_port
 from webfarm.core.client import get_client
+from webfarm.progress import services
+from webfarm.progress.countdown import PartSpec, create_parts, finish_part, left_key, parts_left, start_part
+from webfarm.progress.models import Job, JobPart
 
 PARTS = 16
 
@@ -105,9 +105,9 @@ def test_a_merge_the_broker_refused_is_sent_by_the_reapers_next_pass(job, monkey
 
     from celery import current_app
 
-    from progress.parts.reaper import PartSender, reap_parts
-    from progress.registry import get_job_type
-    from progress.sending import send_merge
+    from webfarm.progress.parts.reaper import PartSender, reap_parts
+    from webfarm.progress.registry import get_job_type
+    from webfarm.progress.sending import send_merge
     from webfarm.queues.exceptions import QueueFull
 
     for n in range(PARTS - 1):
@@ -129,8 +129,8 @@ def test_a_merge_the_broker_refused_is_sent_by_the_reapers_next_pass(job, monkey
 
 def _refused(monkeypatch, times: int = 1) -> None:
     """memcached (-M, full) refuses the next record writes; then has room again."""
-    from progress import store
-    from progress.exceptions import ProgressUnavailable
+    from webfarm.progress import store
+    from webfarm.progress.exceptions import ProgressUnavailable
 
     real, refusals = store.update, [times]
 
@@ -147,8 +147,8 @@ def test_a_job_whose_start_memcached_refused_runs_on_and_shows_it(db, monkeypatc
     """Found by the chaos run (a full memcached): the record stayed queued
     where the start could not be written, and the run's first progress took
     `queued` for an end made elsewhere and stopped; the job came back lost."""
-    from progress import store
-    from progress.reporter import ProgressReporter
+    from webfarm.progress import store
+    from webfarm.progress.reporter import ProgressReporter
 
     owner = get_user_model().objects.create_user("whole")
     job = services.create_job(owner=owner, kind="top-customers", title="whole", params={})
@@ -164,9 +164,9 @@ def test_a_job_whose_start_memcached_refused_runs_on_and_shows_it(db, monkeypatc
 
 
 def test_parts_start_when_memcached_refused_the_first_parts_start(job, monkeypatch):
-    from progress import store
-    from progress.parts.reporter import PartReporter
-    from progress.parts.running import begin_part
+    from webfarm.progress import store
+    from webfarm.progress.parts.reporter import PartReporter
+    from webfarm.progress.parts.running import begin_part
 
     _refused(monkeypatch, times=2)  # full for both parts' starts
     begin_part(job, 0, worker="w1@a")
@@ -183,8 +183,8 @@ def test_parts_start_when_memcached_refused_the_first_parts_start(job, monkeypat
 def test_a_part_that_sees_the_cancel_before_it_starts_never_starts(job):
     """Found by the chaos run: a part delivered after its job's cancel was
     taken started, and the job ended only at that part's first write."""
-    from progress.exceptions import JobNotRunnable
-    from progress.parts.running import begin_part
+    from webfarm.progress.exceptions import JobNotRunnable
+    from webfarm.progress.parts.running import begin_part
 
     begin_part(job, 0, worker="w1@a")
     services.cancel_job(job=Job.objects.get(pk=job.id))
@@ -200,14 +200,14 @@ def test_a_merge_sent_before_memcached_restarted_is_sent_again_at_once(job):
     merge was sent; the reaper waited RESEND_AFTER (two minutes) for it."""
     import time
 
-    from progress.parts.reaper import PartSender, reap_parts
+    from webfarm.progress.parts.reaper import PartSender, reap_parts
 
     for n in range(PARTS):
         finish_part(job.id, n)  # the last one claimed and (say) sent the merge
     job.refresh_from_db()
     sent: list[str] = []
     sender = PartSender(part=lambda j, i: None, queued=lambda j: None, merge=lambda j: sent.append(j.id))
-    from progress import store
+    from webfarm.progress import store
 
     now = time.time()
     assert reap_parts(job, store.read(job.id), now=now, silence=60.0, send=sender) is False  # just sent

@@ -1,4 +1,4 @@
-"""progress.pollgate on a real memcached, called as a WSGI server calls it:
+"""webfarm.progress.pollgate on a real memcached, called as a WSGI server calls it:
 which requests it answers, which it hands to Django, and when it stands
 aside (tests/farm/test_poll_gate.py compares its answers with Django's
 through gunicorn)."""
@@ -12,14 +12,14 @@ from django.contrib.auth import get_user_model
 from django.core.wsgi import get_wsgi_application
 from django.test import Client
 
-from progress import services, store
-from progress.pollgate import PollGate
-from progress.pollgate.chain import poll_chain
-from progress.pollgate.lanes import lanes
 from webfarm.core import users
 from webfarm.core.client import get_client
 from webfarm.core.seal import MAC_BYTES
 from webfarm.core.sessions import SessionStore, longest_copy
+from webfarm.progress import services, store
+from webfarm.progress.pollgate import PollGate
+from webfarm.progress.pollgate.chain import poll_chain
+from webfarm.progress.pollgate.lanes import lanes
 
 pytestmark = pytest.mark.django_db
 
@@ -174,7 +174,7 @@ def test_a_poll_the_view_fails_on_is_handed_to_django(gate, job, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("progress.selectors.published_document", broken)
+    monkeypatch.setattr("webfarm.progress.selectors.published_document", broken)
     # Django answers it as it answers any view that raised: its 500, its log.
     assert _get(gate, f"/progress/{job.id}/{job.read_token}/")[0].startswith("500")
     assert django.calls == [f"/progress/{job.id}/{job.read_token}/"]
@@ -418,7 +418,7 @@ def test_whose_session_it_is_is_only_a_guess_the_session_decides(gate, job, alic
     assert _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=cookie)[0] == "200 OK" and started == []
     assert _get(gate, f"/progress/{bobs_job.id}/", HTTP_COOKIE=cookie)[0].startswith("404")
     assert lanes.sessions[session_key] == (copy_key, str(alice.pk))
-    monkeypatch.setattr("progress.pollgate.lanes.MAX_SESSIONS_KNOWN", 2)
+    monkeypatch.setattr("webfarm.progress.pollgate.lanes.MAX_SESSIONS_KNOWN", 2)
     for _ in range(3):
         _get(gate, f"/progress/{job.id}/", HTTP_COOKIE=_session_of(alice))
         assert len(lanes.sessions) <= 2

@@ -10,11 +10,11 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.utils import timezone
 
+from demofarm.polls import services, snapshot, totals
+from demofarm.polls.models import Poll, Vote
 from tests.harness.processes import free_port
 from webfarm.core.client import get_client
 from webfarm.core.memo import forget
-from webfarm.polls import services, snapshot, totals
-from webfarm.polls.models import Poll, Vote
 from webfarm.queues.queue import Queue
 
 pytestmark = pytest.mark.django_db

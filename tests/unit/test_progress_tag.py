@@ -8,7 +8,7 @@ from django.middleware.csrf import get_token
 from django.template import Context, Template
 from django.test import RequestFactory
 
-from progress import services, store
+from webfarm.progress import services, store
 
 
 @pytest.fixture
@@ -22,12 +22,12 @@ def test_a_bar_for_a_job_from_one_tag(alice):
     request.user = alice
     get_token(request)
     page = Template(
-        "{% load progress %}{% progress_assets %}{% progress_bar job record reload_on_success=True %}"
+        "{% load webfarm_progress %}{% progress_assets %}{% progress_bar job record reload_on_success=True %}"
     ).render(Context({"job": job, "record": store.read(job.id), "request": request}))
     assert f'data-progress-url="/progress/{job.id}/{job.read_token}/"' in page
     assert "data-reload-on-success" in page and 'name="csrfmiddlewaretoken"' in page
-    assert re.search(r"/static/progress/progress(\.\w+)?\.js", page)
-    assert re.search(r"/static/progress/progress(\.\w+)?\.css", page)
+    assert re.search(r"/static/webfarm_progress/progress(\.\w+)?\.js", page)
+    assert re.search(r"/static/webfarm_progress/progress(\.\w+)?\.css", page)
     assert 'role="progressbar"' in page and "queued" in page
     # Nothing of the template's own syntax reaches the page (a {# #} over two
     # lines is not a comment in Django).

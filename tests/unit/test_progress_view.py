@@ -6,10 +6,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from progress import services, store
 from tests.harness.processes import free_port
 from webfarm.core import tampering
 from webfarm.core.client import get_client
+from webfarm.progress import services, store
 
 pytestmark = pytest.mark.django_db
 

@@ -20,7 +20,7 @@ def _env(memcached: str, namespace: str, **extra: str) -> dict:
         **os.environ,
         "MEMCACHED_SERVERS": memcached,
         "MEMCACHED_NAMESPACE": namespace,
-        "DJANGO_SETTINGS_MODULE": "webfarm.settings",
+        "DJANGO_SETTINGS_MODULE": "demofarm.settings",
         **extra,
     }
 

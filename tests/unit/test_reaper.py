@@ -7,17 +7,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.contrib.auth import get_user_model
 
-from progress import selectors, services, store
-from progress.exceptions import JobNotRunnable
-from progress.launching.admission import start_job
-from progress.launching.reaper import reap
-from progress.launching.running import reap_lost_jobs
-from progress.models import Job
-from progress.reporter import ProgressReporter
-from reports.registry import get_report
+from demofarm.reports.registry import get_report
 from tests.harness.processes import free_port, wait_for
 from webfarm.core import slots
 from webfarm.core.client import get_client
+from webfarm.progress import selectors, services, store
+from webfarm.progress.exceptions import JobNotRunnable
+from webfarm.progress.launching.admission import start_job
+from webfarm.progress.launching.reaper import reap
+from webfarm.progress.launching.running import reap_lost_jobs
+from webfarm.progress.models import Job
+from webfarm.progress.reporter import ProgressReporter
 
 pytestmark = pytest.mark.django_db
 
@@ -199,8 +199,8 @@ def test_a_split_job_whose_part_is_lost_twice_runs_again_as_a_new_job(
 ):
     """Reports allow a retry when lost (retry_on_lost): a split job lost
     because one of its parts was lost twice gets it too, as a whole job does."""
-    from progress.models import JobPart
-    from progress.parts.running import begin_part
+    from webfarm.progress.models import JobPart
+    from webfarm.progress.parts.running import begin_part
 
     job = start_job(user=alice, job_type=get_report("sales-by-region"), params=PARAMS)
     assert job.part_count >= 1

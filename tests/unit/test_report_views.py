@@ -7,8 +7,8 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 
-from progress import services, store
 from tests.harness.processes import free_port
+from webfarm.progress import services, store
 
 pytestmark = pytest.mark.django_db
 
@@ -76,8 +76,8 @@ def test_the_dataset_summary_is_computed_once_and_forgotten_when_data_is_regener
 
 
 def test_an_ended_job_starts_again_with_the_same_settings(alice_client):
-    from progress.exceptions import JobFailed
-    from progress.models import Job
+    from webfarm.progress.exceptions import JobFailed
+    from webfarm.progress.models import Job
 
     alice, client = alice_client
     params = {"date_from": "2024-01-01", "date_to": "2024-06-30", "regions": ["North", "East"]}

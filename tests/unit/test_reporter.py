@@ -2,12 +2,12 @@
 
 import pytest
 
-from progress import store
-from progress.exceptions import JobCancelled
-from progress.ids import new_job_id
-from progress.records import JobRecord
-from progress.reporter import ProgressReporter
 from tests.harness.processes import free_port, wait_for
+from webfarm.progress import store
+from webfarm.progress.exceptions import JobCancelled
+from webfarm.progress.ids import new_job_id
+from webfarm.progress.records import JobRecord
+from webfarm.progress.reporter import ProgressReporter
 
 
 @pytest.fixture
@@ -116,7 +116,7 @@ def test_memcached_going_away_does_not_break_the_task(record, settings):
 
 
 def test_a_run_the_reaper_took_for_lost_never_writes_over_it(record):
-    from progress.exceptions import JobEnded
+    from webfarm.progress.exceptions import JobEnded
 
     reporter = ProgressReporter(record, flush_interval=0)
     reporter.stage("work", total=10)
@@ -139,8 +139,8 @@ def test_a_run_the_reaper_took_for_lost_never_writes_over_it(record):
 def test_a_record_memcached_lost_is_written_back_only_while_the_job_runs(record):
     from django.contrib.auth import get_user_model
 
-    from progress.exceptions import JobEnded
-    from progress.models import Job
+    from webfarm.progress.exceptions import JobEnded
+    from webfarm.progress.models import Job
 
     owner = get_user_model().objects.create_user("owner", password="x")
     Job.objects.create(id=record.job, owner=owner, kind="demo", state="running")

@@ -11,14 +11,14 @@ from django.core.exceptions import ImproperlyConfigured
 from django.db.models import Case, Count, F, IntegerField, Sum, When
 from django.db.models.functions import TruncMonth
 
-from progress import services as progress
-from progress.launching.running import run_job
-from progress.models import Job
-from reports import dataset, results
-from reports.conf import get_config
-from reports.definitions.base import DateRangeForm, Report
-from reports.models import Customer, Order, OrderLine, ResultFile
-from reports.registry import all_reports, get_report
+from demofarm.reports import dataset, results
+from demofarm.reports.conf import get_config
+from demofarm.reports.definitions.base import DateRangeForm, Report
+from demofarm.reports.models import Customer, Order, OrderLine, ResultFile
+from demofarm.reports.registry import all_reports, get_report
+from webfarm.progress import services as progress
+from webfarm.progress.launching.running import run_job
+from webfarm.progress.models import Job
 
 pytestmark = pytest.mark.django_db
 
@@ -134,7 +134,7 @@ def test_report_types_come_from_the_setting(settings):
         "TYPES": [*get_config()["TYPES"], "tests.unit.test_reports._Extra"],
     }
     assert isinstance(get_report("extra"), _Extra)
-    settings.REPORTS = {**settings.REPORTS, "TYPES": ["reports.models.Order"]}
+    settings.REPORTS = {**settings.REPORTS, "TYPES": ["demofarm.reports.models.Order"]}
     with pytest.raises(ImproperlyConfigured, match="not a Report subclass"):
         all_reports()
 
@@ -143,8 +143,8 @@ def test_sales_by_region_in_parts_adds_up_to_the_report_in_one_run(shop, setting
     """The same report split in parts (run one after the other here, on real
     memcached) and merged: the same file as the report run whole, although
     orders straddle the parts' ranges."""
-    from progress.models import JobPart
-    from progress.parts import running as fanout
+    from webfarm.progress.models import JobPart
+    from webfarm.progress.parts import running as fanout
 
     params = {**PERIOD, "regions": []}
     _, whole = _run("sales-by-region", params)

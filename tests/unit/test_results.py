@@ -7,9 +7,9 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from progress import services
-from reports import results
-from reports.models import ResultChunk, ResultFile
+from demofarm.reports import results
+from demofarm.reports.models import ResultChunk, ResultFile
+from webfarm.progress import services
 
 pytestmark = pytest.mark.django_db
 

@@ -7,13 +7,13 @@ from django.contrib.auth import get_user_model
 from django.contrib.sessions.models import Session
 from django.utils import timezone
 
-from progress import services
-from progress.models import Job
-from progress.retention import purge_ended_jobs
-from reports.models import ResultFile
+from demofarm.imports.models import Upload
+from demofarm.imports.services import purge_uploads
+from demofarm.reports.models import ResultFile
 from webfarm.core.tasks import clear_expired_sessions
-from webfarm.imports.models import Upload
-from webfarm.imports.services import purge_uploads
+from webfarm.progress import services
+from webfarm.progress.models import Job
+from webfarm.progress.retention import purge_ended_jobs
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""What makes a secret key too weak to start on (webfarm.secret), judged in
+"""What makes a secret key too weak to start on (demofarm.secret), judged in
 process; tests/farm/test_secret.py starts the processes that refuse one."""
 
 import secrets
@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from webfarm import secret
+from demofarm import secret
 
 # An audit's keys that passed "32 characters, 5 different ones".
 GUESSABLE = [

@@ -4,8 +4,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 
-from reports.models import Order
-from webfarm.polls.models import Poll
+from demofarm.polls.models import Poll
+from demofarm.reports.models import Order
 
 pytestmark = pytest.mark.django_db
 

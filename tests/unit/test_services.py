@@ -5,12 +5,12 @@ import time
 import pytest
 from django.contrib.auth import get_user_model
 
-from progress import selectors, services, store
-from progress.exceptions import JobFailed, JobNotRunnable, ProgressUnavailable
-from progress.models import Job
-from progress.outcome import JobResult
 from tests.harness.processes import free_port
 from webfarm.core.client import get_client
+from webfarm.progress import selectors, services, store
+from webfarm.progress.exceptions import JobFailed, JobNotRunnable, ProgressUnavailable
+from webfarm.progress.models import Job
+from webfarm.progress.outcome import JobResult
 
 pytestmark = pytest.mark.django_db
 
@@ -149,9 +149,9 @@ def test_final_state_is_served_from_the_database_when_memcached_is_down(alice, s
 def test_a_heartbeat_takes_a_vanished_slot_again_only_while_its_job_runs(alice):
     """A job split in parts beats in every part: a part still beating must
     not take back the slots that another part's end released a moment ago."""
-    from progress.states import State
     from webfarm.core.client import server_client
     from webfarm.core.slots import Lease
+    from webfarm.progress.states import State
 
     key = "slot:beat-test:0"
     job = services.create_job(owner=alice, kind="demo", title="Demo", params={}, slots=[key])

@@ -80,7 +80,7 @@ def test_concurrent_incrementers_and_two_harvesters_lose_and_double_nothing(
         "MEMCACHED_SERVERS": memcached_server,
         "MEMCACHED_NAMESPACE": progress_on_real_memcached,
         "DATABASE_URL": f"sqlite:///{tmp_path / 'stats.sqlite3'}",
-        "DJANGO_SETTINGS_MODULE": "webfarm.settings",
+        "DJANGO_SETTINGS_MODULE": "demofarm.settings",
     }
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
 
@@ -124,7 +124,7 @@ def test_endpoints_need_the_token_and_show_totals(client: Client = None):
 def test_jobs_logins_accounts_and_downloads_are_counted():
     from django.contrib.auth import get_user_model
 
-    from progress import services
+    from webfarm.progress import services
 
     user = get_user_model().objects.create_user("counted", password="pw-for-counting")
     job = services.create_job(owner=user, kind="top-customers", title="t", params={})
@@ -143,7 +143,7 @@ def test_jobs_logins_accounts_and_downloads_are_counted():
 def test_polls_are_tallied_in_the_process_and_sent_together(monkeypatch):
     from django.contrib.auth import get_user_model
 
-    from progress import services
+    from webfarm.progress import services
 
     monkeypatch.setattr("webfarm.core.counters.FLUSH_EVERY", 3600)
     counters.flush_soon()

@@ -2,10 +2,10 @@
 
 import pytest
 
-from progress import store
-from progress.exceptions import ProgressUnavailable
-from progress.ids import is_valid_job_id, new_job_id
-from progress.records import JobRecord
+from webfarm.progress import store
+from webfarm.progress.exceptions import ProgressUnavailable
+from webfarm.progress.ids import is_valid_job_id, new_job_id
+from webfarm.progress.records import JobRecord
 
 
 def _record(**kwargs) -> JobRecord:

@@ -9,10 +9,10 @@ import pytest
 from django.contrib.auth import BACKEND_SESSION_KEY, get_user_model
 from django.test import Client
 
-from progress import services
 from webfarm.core import users
 from webfarm.core.client import get_client
 from webfarm.core.seal import seal
+from webfarm.progress import services
 
 pytestmark = pytest.mark.django_db
 

@@ -50,7 +50,7 @@ class ActivityLogMiddleware:
         return response
 
     def poll_answered(self, path: str, status: int, username: str | None = None) -> None:
-        """A poll answered without this middleware (progress.pollgate's
+        """A poll answered without this middleware (webfarm.progress.pollgate's
         lanes; `username`: the signed-in user the session lane found):
         counted, and logged if sampled, as __call__ would."""
         count_soon("requests_polled", area=area(path), status=str(status))

@@ -1,6 +1,6 @@
 """The memcached client's settings, overlaid by settings.MEMCACHED, and the
 defaults of the top-level settings of core's session engine and user backend
-(a site that sets neither gets these; webfarm.settings reads them from the
+(a site that sets neither gets these; the demo site reads them from the
 environment with the same defaults)."""
 
 from webfarm.core.appsettings import AppSettings, Setting

@@ -25,7 +25,7 @@ from typing import Any
 
 from pymemcache.exceptions import MemcacheError
 
-from webfarm.core.client import MetaReply, get_client, meta_command, server_client
+from webfarm.core.client import MetaReply, get_client, meta_get, server_client
 from webfarm.core.seal import seal, unseal
 from webfarm.core.tampering import refused
 
@@ -47,7 +47,7 @@ def get_or_set(
     try:
         value_key = memo_key(key)
         client = server_client(value_key)
-        asked = meta_command(b"mg", client.wire_key(value_key), *ask_flags(stale_for, lock_for))
+        asked = meta_get(client.wire_key(value_key), *ask_flags(stale_for, lock_for))
         reply = client.meta([asked])[0]
         return settle(key, reply, compute, ttl, stale_for=stale_for, wait=wait)
     except (MemcacheError, OSError) as exc:
@@ -59,7 +59,7 @@ def ask_flags(stale_for: int, lock_for: int = 60) -> tuple[str, ...]:
     """The flags of get_or_set's one `mg`, for a caller that sends it in a
     batch of its own and passes the answer to settle():
 
-        asked = batch.add(b"mg", memo_key(key), *ask_flags(ttl))
+        asked = batch.get(memo_key(key), *ask_flags(ttl))
         value = settle(key, batch.run()[asked], compute, ttl, stale_for=ttl)
     """
     return ("v", f"N{lock_for}", f"R{stale_for}")
@@ -77,13 +77,13 @@ def settle(
     caller computing it) waited for."""
     value_key = memo_key(key)
     cached = _value(value_key, reply)
-    if cached is not None and b"W" not in reply.flags:
+    if cached is not None and not reply.won:
         return cached[0]  # fresh, or someone is refreshing it: the stale value will do
     client = server_client(value_key)
     # Ours to compute: a miss or a value past its ttl (memcached said W),
     # or a value someone else planted (refused): nobody is told W for it.
-    planted = cached is None and reply.status == b"VA" and bool(reply.value)
-    if b"W" in reply.flags or planted:
+    planted = cached is None and reply.hit and bool(reply.value)
+    if reply.won or planted:
         value = compute()
         envelope = json.dumps({"v": value, "fresh_until": time.time() + ttl}).encode()
         client.set(value_key, seal(value_key, envelope, ttl=ttl + stale_for), expire=ttl + stale_for)
@@ -100,7 +100,7 @@ def settle(
 
 def _value(key: str, reply: MetaReply) -> tuple[Any, float] | None:
     """The value of an mg answer; None for a miss or another caller's placeholder (empty)."""
-    if reply.status != b"VA" or not reply.value:
+    if not reply.hit or not reply.value:
         return None
     return _envelope(key, reply.value)
 

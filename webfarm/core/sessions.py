@@ -61,7 +61,7 @@ _UNREAD = object()
 
 def longest_copy() -> int:
     """SESSION_CACHE_TTL: seconds a copy lives at most. A project that installs
-    this engine need not set it (webfarm.settings reads it from the environment)."""
+    this engine need not set it (the demo site reads it from the environment)."""
     return int(getattr(settings, "SESSION_CACHE_TTL", conf.SESSION_CACHE_TTL))
 
 

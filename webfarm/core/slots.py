@@ -138,7 +138,7 @@ class Lease:
                 if now < self.ours_until.get(key, 0.0):
                     _client(key).delete(key, noreply=True)
                 elif key in self.versions:
-                    batch.add(b"md", key, f"C{self.versions[key]}", route=_route(key))
+                    batch.delete(key, f"C{self.versions[key]}", route=_route(key))
             if batch:
                 batch.run()
             # Slots taken elsewhere (a job's, from its record): read the holder back.
@@ -225,14 +225,14 @@ class Taking:
     def add_to(self, batch: MetaBatch) -> None:
         holder = self.lease.holder.encode()
         self._indexes = [
-            batch.add(b"ms", key, f"T{self.lease.ttl}", "ME", "c", value=holder, route=_route(key))
+            batch.set(key, f"T{self.lease.ttl}", "ME", "c", value=holder, route=_route(key))
             for key in self.keys
         ]
 
     def taken(self, replies: list) -> bool:
         every = True
         for key, index in zip(self.keys, self._indexes, strict=True):
-            if replies[index].status == b"HD":
+            if replies[index].done:
                 self.lease.took(key, int(replies[index].flags[b"c"]))
             else:
                 every = False
@@ -279,7 +279,7 @@ def _add(keys: list[str], lease: Lease) -> bool:
     the ones taken go into the lease. True if all were."""
     batch = MetaBatch()
     for key in keys:
-        batch.add(b"ms", key, f"T{lease.ttl}", "ME", "c", value=lease.holder.encode(), route=_route(key))
+        batch.set(key, f"T{lease.ttl}", "ME", "c", value=lease.holder.encode(), route=_route(key))
     try:
         # errors=True: a full memcached (-M) refusing one slot still answers
         # the others, so the ones it stored are known and given back.
@@ -289,11 +289,11 @@ def _add(keys: list[str], lease: Lease) -> bool:
         raise
     taken, refused = True, None
     for key, reply in zip(keys, replies, strict=True):
-        if reply.status == b"HD":
+        if reply.done:
             lease.took(key, int(reply.flags[b"c"]))
         else:
             taken = False
-            if reply.status == b"SERVER_ERROR":
+            if reply.refused:
                 refused = reply
     if refused is not None:
         raise MemcacheServerError(f"memcached refused a slot: {refused.value.decode(errors='replace')}")

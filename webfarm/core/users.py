@@ -20,7 +20,7 @@ DJANGO_SECRET_KEY never reads entries sealed with the old one.
 
 `user_with(request, keys)` reads the request's user and other keys in one
 round trip after the session's: a poll with a session costs two.
-progress.pollgate's session lane reads the session, the user and the record
+webfarm.progress.pollgate's session lane reads the session, the user and the record
 in one (snapshot_fields: no database, no model instance).
 """
 
@@ -64,7 +64,7 @@ def cache_key(user_id: object) -> str:
 
 def cache_ttl() -> int:
     """USER_CACHE_TTL: seconds a copy lives. A project that installs this
-    backend need not set it (webfarm.settings reads it from the environment)."""
+    backend need not set it (the demo site reads it from the environment)."""
     return int(getattr(settings, "USER_CACHE_TTL", conf.USER_CACHE_TTL))
 
 
@@ -78,7 +78,7 @@ def _snapshot(user: AbstractBaseUser) -> bytes:
 def snapshot_fields(user_id: object, raw: bytes | None) -> dict[str, Any] | None:
     """What a cached value says of the user (their `pk`, USER_FIELDS and the
     session `auth` hash), or None (missing, refused, superseded). For a
-    reader that needs no model instance (progress.pollgate)."""
+    reader that needs no model instance (webfarm.progress.pollgate)."""
     key = cache_key(user_id)
     found = unseal_current("user", key, raw, "the user changed")
     if found is None:

@@ -4,6 +4,7 @@ from django.apps import AppConfig
 class DashboardConfig(AppConfig):
     name = "webfarm.dashboard"
     label = "webfarm_dashboard"
+    old_labels = ("dashboard",)
     verbose_name = "Farm dashboard"
 
     def ready(self) -> None:

@@ -9,9 +9,6 @@ from typing import Any
 
 from pymemcache.exceptions import MemcacheError
 
-from progress.models import Job
-from progress.selectors import job_rows
-from progress.states import State
 from webfarm.activity import recent
 from webfarm.activity.conf import log_file
 from webfarm.core.memo import get_or_set
@@ -19,6 +16,9 @@ from webfarm.dashboard import charts, series
 from webfarm.dashboard.conf import get_config
 from webfarm.dashboard.servers import farm_servers
 from webfarm.dashboard.workers import live_workers
+from webfarm.progress.models import Job
+from webfarm.progress.selectors import job_rows
+from webfarm.progress.states import State
 from webfarm.queues.exceptions import QueueError
 from webfarm.queues.queue import Queue
 from webfarm.queues.registry import known_queues

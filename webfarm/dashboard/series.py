@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from progress.states import State
 from webfarm.core.counters import DURATION_BUCKETS
+from webfarm.progress.states import State
 from webfarm.stats.models import CounterMinute, CounterSample
 from webfarm.stats.selectors import unharvested
 

@@ -26,7 +26,7 @@ def index(request: HttpRequest) -> HttpResponse:
         "running_count": running_count,
         **selectors.live_parts(),
     }
-    return render(request, "dashboard/index.html", context)
+    return render(request, "webfarm_dashboard/index.html", context)
 
 
 @polled
@@ -35,7 +35,7 @@ def index(request: HttpRequest) -> HttpResponse:
 @staff_required
 def live(request: HttpRequest) -> HttpResponse:
     """The page's fast-changing part, fetched by dashboard.js every few seconds."""
-    return render(request, "dashboard/live.html", selectors.live_parts())
+    return render(request, "webfarm_dashboard/live.html", selectors.live_parts())
 
 
 @polled

@@ -21,8 +21,6 @@ from typing import Any
 from django.apps import apps
 from django.core import checks
 
-from progress.api import Job, is_valid_job_id
-from progress.web import cancel
 from webfarm.djangotasks.compat import (
     BaseTaskBackend,
     InvalidTask,
@@ -34,6 +32,8 @@ from webfarm.djangotasks.compat import (
 from webfarm.djangotasks.jobs import DEFAULT_QUEUE, NAME, PREFIX, Options, job_type_for
 from webfarm.djangotasks.owners import current_owner
 from webfarm.djangotasks.results import ProgressTaskResult, result_of
+from webfarm.progress.api import Job, is_valid_job_id
+from webfarm.progress.web import cancel
 
 
 class CeleryBackend(BaseTaskBackend):
@@ -49,7 +49,7 @@ class CeleryBackend(BaseTaskBackend):
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> ProgressTaskResult:
         """Start the task as a job, for the request's user (webfarm.djangotasks.owners).
         Raises what a job's start does: StartRefused over a limit,
-        ProgressUnavailable or BrokerUnavailable (progress.web.start_response
+        ProgressUnavailable or BrokerUnavailable (webfarm.progress.web.start_response
         answers each)."""
         self.validate_task(task)
         params = {
@@ -71,7 +71,7 @@ class CeleryBackend(BaseTaskBackend):
     def cancel(self, result_id: str) -> ProgressTaskResult:
         """Stop the task: at once if it has not started, else at its next
         progress write or check (its result: FAILED, the error naming
-        progress.exceptions.JobCancelled). A finished task stays as it is."""
+        webfarm.progress.exceptions.JobCancelled). A finished task stays as it is."""
         job = self._job(result_id)
         cancel(job)
         job.refresh_from_db()
@@ -91,9 +91,9 @@ class CeleryBackend(BaseTaskBackend):
             raise InvalidTask(f"queue name {task.queue_name!r}: 1 to 24 letters, digits, _ or -")
 
     def check(self, **kwargs: Any) -> Iterable[checks.CheckMessage]:
-        if not apps.is_installed("progress") or not apps.is_installed("webfarm.djangotasks"):
+        if not apps.is_installed("webfarm.progress") or not apps.is_installed("webfarm.djangotasks"):
             yield checks.Error(
-                f"TASKS[{self.alias!r}] uses {type(self).__name__}, which needs 'progress' and "
+                f"TASKS[{self.alias!r}] uses {type(self).__name__}, which needs 'webfarm.progress' and "
                 "'webfarm.djangotasks' in INSTALLED_APPS",
                 id="webfarm_djangotasks.E001",
             )

@@ -7,8 +7,8 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from progress.api import ProgressReporter
 from webfarm.djangotasks.compat import TaskContext
+from webfarm.progress.api import ProgressReporter
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -37,5 +37,5 @@ class ProgressContext(TaskContext):
 
     @property
     def progress(self) -> ProgressReporter:
-        """The bar: progress.plan(), .stage(), .update() (see progress.api)."""
+        """The bar: progress.plan(), .stage(), .update() (see webfarm.progress.api)."""
         return self.reporter

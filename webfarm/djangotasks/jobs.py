@@ -15,7 +15,6 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
-from progress.api import Job, JobResult, JobType, SlotLimits, Tracker, add_source
 from webfarm.djangotasks.compat import (
     TaskError,
     TaskResultStatus,
@@ -25,6 +24,7 @@ from webfarm.djangotasks.compat import (
 )
 from webfarm.djangotasks.context import ProgressContext
 from webfarm.djangotasks.results import result_of, task_of
+from webfarm.progress.api import Job, JobResult, JobType, SlotLimits, Tracker, add_source
 
 BACKEND = "webfarm.djangotasks.backend.CeleryBackend"
 DEFAULT_QUEUE = "default"

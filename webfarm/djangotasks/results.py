@@ -7,9 +7,9 @@ from typing import Any
 
 from django.utils.module_loading import import_string
 
-from progress.api import Job
-from progress.web import job_progress
 from webfarm.djangotasks.compat import Task, TaskError, TaskResult, TaskResultDoesNotExist, TaskResultStatus
+from webfarm.progress.api import Job
+from webfarm.progress.web import job_progress
 
 STATUS = {
     "queued": TaskResultStatus.READY,
@@ -20,9 +20,9 @@ STATUS = {
     "lost": TaskResultStatus.FAILED,
 }
 # The API has no state for these: a FAILED result whose error names them.
-CANCELLED = "progress.exceptions.JobCancelled"
-LOST = "progress.exceptions.JobLost"
-FAILED = "progress.exceptions.JobFailed"
+CANCELLED = "webfarm.progress.exceptions.JobCancelled"
+LOST = "webfarm.progress.exceptions.JobLost"
+FAILED = "webfarm.progress.exceptions.JobFailed"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -23,7 +23,7 @@ from webfarm.limits.conf import get_config
 
 View = Callable[..., HttpResponse]
 # The page a browser is shown when a limit says no.
-BUSY = "limits/busy.html"
+BUSY = "webfarm_limits/busy.html"
 
 
 def limit_concurrency(

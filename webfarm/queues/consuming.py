@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 from pymemcache.exceptions import MemcacheClientError, MemcacheServerError
 
+from webfarm.core.client import delete_quietly_line, get_line, set_line
 from webfarm.queues import entries
 from webfarm.queues.entries import HOLE, BadEntry
 from webfarm.queues.exceptions import QueueFull, is_full
@@ -211,11 +212,11 @@ class Consumer:
         # The wire keys of layout.key(gen, "m" or "c", i), built in one step each.
         base = self.layout.wire_base(gen)
         claim_keys = [b"%sc:%d" % (base, i) for i in indexes]
-        commands = [b"mg %sm:%d v c\r\n" % (base, i) for i in indexes]
-        commands.append(b"mg %stail v\r\n" % base)
+        commands = [get_line(b"%sm:%d" % (base, i), b"v c") for i in indexes]
+        commands.append(get_line(b"%stail" % base, b"v"))
         # Quiet: only a claim someone else holds answers (NS), named by its opaque.
         claims = [
-            b"ms %s 1 T%d ME q O%d\r\n%s\r\n" % (key, self.layout.visibility_timeout, pos, CLAIMED)
+            set_line(key, b"T%d ME q O%d" % (self.layout.visibility_timeout, pos), CLAIMED)
             for pos, key in enumerate(claim_keys)
         ]
         replies, refused = client.meta_quiet(commands, claims)
@@ -237,7 +238,7 @@ class Consumer:
                     self._judge(gen, i, raw, entry.cas, False, taken, dead, decode)
                     continue
             if ours:
-                dropped.append(b"delete %s noreply\r\n" % claim_keys[pos])
+                dropped.append(delete_quietly_line(claim_keys[pos]))
         if dropped:
             client.meta([], quietly=b"".join(dropped))
         self._mark_holes(gen, holes)

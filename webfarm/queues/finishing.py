@@ -5,6 +5,7 @@ import logging
 import time
 from collections.abc import Sequence
 
+from webfarm.core.client import delete_quietly_line, set_line
 from webfarm.core.tampering import refused
 from webfarm.queues import entries
 from webfarm.queues.entries import ACKED, BadEntry
@@ -84,7 +85,7 @@ class Finisher:
                 self.layout.stat("acked", sum(1 for ok in results if ok))
             else:
                 bases = {g: self.layout.wire_base(g) for g in {g for g, _ in done}}
-                deletes = [b"delete %sc:%d noreply\r\n" % (bases[g], i) for g, i in done]
+                deletes = [delete_quietly_line(b"%sc:%d" % (bases[g], i)) for g, i in done]
                 stat = self.layout.stat_command("acked", sum(1 for ok in results if ok))
                 self.layout.client.meta([], quietly=b"".join(deletes) + stat)
         for receipt in receipts:
@@ -103,13 +104,13 @@ class Finisher:
         bases = {gen: self.layout.wire_base(gen) for gen in {p[0] for p in parsed}}
         # Quiet: only an entry changed since (EX) or gone (NF) answers, named by its opaque.
         commands = [
-            b"ms %sm:%d 1 C%d T%d q O%d\r\n%s\r\n" % (bases[gen], i, version, ttl, pos, ACKED)
+            set_line(b"%sm:%d" % (bases[gen], i), b"C%d T%d q O%d" % (version, ttl, pos), ACKED)
             for pos, (gen, i, version, _) in enumerate(parsed)
         ]
         _, failed = self.layout.client.meta_quiet([], commands)
         results: list[bool | None] = [True] * len(parsed)
         for token, reply in failed.items():
-            results[int(token)] = False if reply.status == b"EX" else None
+            results[int(token)] = False if reply.changed else None
         return results
 
     def _versions_now(

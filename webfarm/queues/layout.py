@@ -14,7 +14,7 @@ from typing import NamedTuple
 from pymemcache.client.base import Client
 from pymemcache.exceptions import MemcacheError, MemcacheServerError
 
-from webfarm.core.client import StableHashClient, client_epoch, item_memory, server_client
+from webfarm.core.client import StableHashClient, client_epoch, incr_quietly_line, item_memory, server_client
 from webfarm.core.tampering import refused
 from webfarm.queues import entries, registry
 from webfarm.queues.conf import get_config
@@ -229,7 +229,7 @@ class Layout:
         if not self._stats_ready or not n:
             self.stat(what, n) if n else None
             return b""
-        return b"incr %s %d noreply\r\n" % (self.client.wire_key(self.stat_key(what)), n)
+        return incr_quietly_line(self.client.wire_key(self.stat_key(what)), n)
 
     def stat_key(self, what: str) -> str:
         return f"{self.key_base}:stat:{what}"

@@ -218,6 +218,11 @@ class MirroredClient:
     def pipeline(self, commands: list[bytes], name: bytes) -> list[bytes]:
         return self._write("pipeline", commands, name)
 
+    def add_then_check(
+        self, values: dict[str, bytes], ttl: int, existing: str
+    ) -> tuple[dict[str, bool], bool]:
+        return self._write("add_then_check", values, ttl, existing)
+
     def touch_many(self, keys: list[str], expire: int) -> None:
         self._write("touch_many", keys, expire)
 

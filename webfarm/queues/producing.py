@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 from pymemcache.exceptions import MemcacheClientError, MemcacheServerError
 
-from webfarm.core.client import MetaBatch, MetaReply, meta_command
+from webfarm.core.client import MetaBatch, MetaReply, meta_arithmetic, meta_get, meta_set
 from webfarm.core.tampering import refused
 from webfarm.queues import entries
 from webfarm.queues.exceptions import (
@@ -167,28 +167,22 @@ class Producer:
             return self._add_entries_classic(gen, values)
         wire = self.layout.client.wire_key
         ttl = (f"T{self.layout.entry_ttl}",) if self.layout.entry_ttl else ()
-        commands = [meta_command(b"ms", wire(key), *ttl, "ME", value=value) for key, value in values.items()]
-        commands.append(meta_command(b"ma", wire(self.layout.key(gen, "tail")), "D0"))
-        commands.append(meta_command(b"mg", wire(self.layout.gen_key()), "v"))
+        commands = [meta_set(wire(key), *ttl, "ME", value=value) for key, value in values.items()]
+        commands.append(meta_arithmetic(wire(self.layout.key(gen, "tail")), "D0"))
+        commands.append(meta_get(wire(self.layout.gen_key()), "v"))
         replies = self.layout.client.meta(
             commands, errors=True, quietly=self.layout.stat_command("in", len(values))
         )
-        refused = next((r for r in replies if r.status == b"SERVER_ERROR"), None)
+        refused = next((r for r in replies if r.refused), None)
         if refused is not None:
-            raise MemcacheServerError(b"SERVER_ERROR " + (refused.value or b""))
-        stored = {key: reply.status == b"HD" for key, reply in zip(values, replies, strict=False)}
-        return stored, replies[-2].status == b"HD", replies[-1].value
+            raise refused.as_error()
+        added = {key: reply.done for key, reply in zip(values, replies, strict=False)}
+        return added, replies[-2].done, replies[-1].value
 
     def _add_entries_classic(self, gen: str, values: dict[str, bytes]) -> tuple[dict[str, bool], bool]:
-        wire = self.layout.client.wire_key
-        commands = [
-            b"add %s 0 %d %d\r\n%s\r\n" % (wire(key), self.layout.entry_ttl, len(value), value)
-            for key, value in values.items()
-        ]
-        commands.append(b"append %s 0 0 0\r\n\r\n" % wire(self.layout.key(gen, "tail")))
-        lines = self.layout.client.pipeline(commands, b"add")
-        stored = {key: line == b"STORED" for key, line in zip(values, lines, strict=False)}
-        return stored, lines[-1] == b"STORED", self.layout.client.get(self.layout.gen_key())
+        tail = self.layout.key(gen, "tail")
+        added, tail_there = self.layout.client.add_then_check(values, self.layout.entry_ttl, tail)
+        return added, tail_there, self.layout.client.get(self.layout.gen_key())
 
     def reserve_in(self, batch: MetaBatch) -> Callable[[list[MetaReply]], None] | None:
         """Put the command that reserves this producer's next index into a
@@ -199,7 +193,7 @@ class Producer:
         if not self.layout.speaks_meta or self._reserve or (self.layout.ring or batch.ring) is not batch.ring:
             return None
         gen = self.layout.generation()
-        index = batch.add(b"ma", self.layout.key(gen, "tail"), "v", route=f"q:{self.layout.name}")
+        index = batch.arithmetic(self.layout.key(gen, "tail"), "v", route=f"q:{self.layout.name}")
 
         def reserved(replies: list[MetaReply]) -> None:
             last = replies[index].number()

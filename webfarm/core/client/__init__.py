@@ -1,7 +1,11 @@
 """The memcached client: the only code that knows memcached's wire.
 
 - protocol: pymemcache's Client with the pipelined and meta commands the
-  farm sends (ReconnectingClient, meta_command, MetaReply);
+  farm sends (ReconnectingClient, MetaReply; meta_get, meta_set,
+  meta_arithmetic, meta_delete; and, for the queue's hot paths, lines
+  whose flags are spelled once: get_line, set_line, delete_quietly_line,
+  incr_quietly_line). No module outside this package writes memcached's
+  wire: no verb, status or flag byte of its own;
 - hashing: which server a key lives on (FarmHash; read_by_nginx);
 - ring: one client over every server whose key-to-server map never changes
   (StableHashClient, build_client, parse_servers);
@@ -25,9 +29,17 @@ from webfarm.core.client.hashing import FarmHash, nginx_server_index, read_by_ng
 from webfarm.core.client.protocol import (
     MetaReply,
     ReconnectingClient,
+    delete_quietly_line,
+    get_line,
+    incr_quietly_line,
     item_memory,
+    meta_arithmetic,
     meta_command,
+    meta_delete,
+    meta_get,
+    meta_set,
     server_address,
+    set_line,
 )
 from webfarm.core.client.ring import StableHashClient, build_client, parse_servers
 
@@ -40,10 +52,17 @@ __all__ = [
     "build_client",
     "client_epoch",
     "client_options",
+    "delete_quietly_line",
     "get_client",
+    "get_line",
     "get_values",
+    "incr_quietly_line",
     "item_memory",
+    "meta_arithmetic",
     "meta_command",
+    "meta_delete",
+    "meta_get",
+    "meta_set",
     "nginx_server_index",
     "parse_servers",
     "read_by_nginx",
@@ -51,4 +70,5 @@ __all__ = [
     "server_address",
     "server_client",
     "server_of",
+    "set_line",
 ]

@@ -10,10 +10,10 @@ class MetaBatch:
     server: on one server, the whole batch is one round trip.
 
         batch = MetaBatch()
-        voted = batch.add(b"ms", marker, "T600", "ME", value=b"1")
-        epoch = batch.add(b"mg", built, "v")
+        voted = batch.set(marker, "T600", "ME", value=b"1")
+        epoch = batch.get(built, "v")
         replies = batch.run()
-        replies[voted].status == b"HD"
+        replies[voted].done
 
     A key goes to the server it hashes to, or to its `route`'s (the keys a
     queue or a limit keeps together on one server). Raises what pymemcache
@@ -31,6 +31,22 @@ class MetaBatch:
         """Queue one command; its index in run()'s answer."""
         self._commands.append((route or key, verb, key, flags, value))
         return len(self._commands) - 1
+
+    def get(self, key: str, *flags: str, route: str | None = None) -> int:
+        """`mg` (protocol.meta_get's flags)."""
+        return self.add(b"mg", key, *flags, route=route)
+
+    def set(self, key: str, *flags: str, value: bytes, route: str | None = None) -> int:
+        """`ms` (protocol.meta_set's flags)."""
+        return self.add(b"ms", key, *flags, value=value, route=route)
+
+    def arithmetic(self, key: str, *flags: str, route: str | None = None) -> int:
+        """`ma` (protocol.meta_arithmetic's flags)."""
+        return self.add(b"ma", key, *flags, route=route)
+
+    def delete(self, key: str, *flags: str, route: str | None = None) -> int:
+        """`md` (protocol.meta_delete's flags)."""
+        return self.add(b"md", key, *flags, route=route)
 
     def __len__(self) -> int:
         return len(self._commands)

@@ -84,6 +84,35 @@ class MetaReply:
         return self.status in (b"HD", b"VA")
 
     @property
+    def done(self) -> bool:
+        """HD: stored (ms), deleted (md), applied (ma without v), or found (mg without v)."""
+        return self.status == b"HD"
+
+    @property
+    def hit(self) -> bool:
+        """VA: the command returned a value."""
+        return self.status == b"VA"
+
+    @property
+    def changed(self) -> bool:
+        """EX: the item's CAS was not the one the command named."""
+        return self.status == b"EX"
+
+    @property
+    def refused(self) -> bool:
+        """SERVER_ERROR: memcached refused the command (out of memory under -M)."""
+        return self.status == b"SERVER_ERROR"
+
+    def as_error(self) -> MemcacheServerError:
+        """What pymemcache raises for a command memcached refused (see `refused`)."""
+        return MemcacheServerError(self.status + b" " + (self.value or b""))
+
+    @property
+    def won(self) -> bool:
+        """W: memcached elected this caller to recompute the value (mg with N or R)."""
+        return b"W" in self.flags
+
+    @property
     def cas(self) -> int | None:
         """The CAS the command returned (asked for with the c flag)."""
         for token in self._tokens.split():
@@ -113,6 +142,57 @@ def meta_command(verb: bytes, wire_key: bytes, *flags: str, value: bytes | None 
     return b"%s %s %d %s\r\n%s\r\n" % (verb, wire_key, len(value), flag_bytes, value)
 
 
+def meta_get(wire_key: bytes, *flags: str) -> bytes:
+    """`mg`: read an item ("v" its value, "c" its CAS, "N30" create on miss...)."""
+    return meta_command(b"mg", wire_key, *flags)
+
+
+def meta_set(wire_key: bytes, *flags: str, value: bytes) -> bytes:
+    """`ms`: store an item ("T60" its lifetime, "ME" only if absent, "C<cas>" only at that CAS)."""
+    return meta_command(b"ms", wire_key, *flags, value=value)
+
+
+def meta_arithmetic(wire_key: bytes, *flags: str) -> bytes:
+    """`ma`: add to a number ("D5" by 5, "MD" subtract, "N30" create on miss, "v" return it)."""
+    return meta_command(b"ma", wire_key, *flags)
+
+
+def meta_delete(wire_key: bytes, *flags: str) -> bytes:
+    """`md`: delete an item ("C<cas>" only at that CAS)."""
+    return meta_command(b"md", wire_key, *flags)
+
+
+# The queue's hot paths compose a batch's flags once and send hundreds of
+# these: one % each, where meta_command joins and encodes its flags per call.
+def get_line(wire_key: bytes, flags: bytes) -> bytes:
+    """`mg` with flags already spelled as bytes (b"v c")."""
+    return b"mg %s %s\r\n" % (wire_key, flags)
+
+
+def set_line(wire_key: bytes, flags: bytes, value: bytes) -> bytes:
+    """`ms` with flags already spelled as bytes (b"T60 ME q O3")."""
+    return b"ms %s %d %s\r\n%s\r\n" % (wire_key, len(value), flags, value)
+
+
+def _add_line(wire_key: bytes, ttl: int, value: bytes) -> bytes:
+    return b"add %s 0 %d %d\r\n%s\r\n" % (wire_key, ttl, len(value), value)
+
+
+def _exists_line(wire_key: bytes) -> bytes:
+    # An append of nothing: STORED if the item exists, and it changes nothing.
+    return b"append %s 0 0 0\r\n\r\n" % wire_key
+
+
+def delete_quietly_line(wire_key: bytes) -> bytes:
+    """A classic `delete` with noreply: rides in a meta batch's quiet part."""
+    return b"delete %s noreply\r\n" % wire_key
+
+
+def incr_quietly_line(wire_key: bytes, n: int) -> bytes:
+    """A classic `incr` with noreply: rides in a meta batch's quiet part."""
+    return b"incr %s %d noreply\r\n" % (wire_key, n)
+
+
 @lru_cache(maxsize=1024)
 def server_address(server: Any) -> str:
     """A pymemcache client's server, (host, port) or a string, as "host:port"."""
@@ -137,6 +217,18 @@ class ReconnectingClient(Client):
         """Raw protocol commands (built with `wire_key`) in one round trip; the
         reply line of each. `name` is the command, for pymemcache's errors."""
         return self._misc_cmd(commands, name, False)
+
+    def add_then_check(
+        self, values: dict[str, bytes], ttl: int, existing: str
+    ) -> tuple[dict[str, bool], bool]:
+        """The classic protocol's `add` of each value (stored only where absent),
+        then whether `existing` exists (an append of nothing), in one round
+        trip: key -> stored, and the check."""
+        commands = [_add_line(self.wire_key(key), ttl, value) for key, value in values.items()]
+        commands.append(_exists_line(self.wire_key(existing)))
+        lines = self.pipeline(commands, b"add")
+        added = {key: line == b"STORED" for key, line in zip(values, lines, strict=False)}
+        return added, lines[-1] == b"STORED"
 
     def wire_key(self, key: str) -> bytes:
         """`key` as it goes on the wire: namespaced and checked."""

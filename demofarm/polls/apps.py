@@ -1,0 +1,17 @@
+from django.apps import AppConfig
+
+
+class PollsConfig(AppConfig):
+    name = "demofarm.polls"
+    # The label it had in the library, kept: its tables and index names follow it.
+    label = "webfarm_polls"
+    old_labels = ("polls",)
+    verbose_name = "Polls"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from demofarm.polls import snapshot  # noqa: F401 (connects the signals that forget cached polls)
+        from demofarm.polls.conf import get_config
+        from webfarm.queues.front import declare_internal
+
+        declare_internal(lambda: get_config()["QUEUE"])

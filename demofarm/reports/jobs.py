@@ -1,0 +1,7 @@
+"""The report types, as job types the progress app runs: those
+REPORTS["TYPES"] names (demofarm/reports/registry.py), read on every lookup."""
+
+from demofarm.reports.registry import all_reports
+from webfarm.progress.api import add_source
+
+add_source(lambda: all_reports().values())

@@ -1,0 +1,13 @@
+from django.urls import path
+
+from demofarm.reports import views
+
+app_name = "reports"
+urlpatterns = [
+    path("", views.index, name="index"),
+    path("reports/<str:kind>/", views.start, name="start"),
+    path("jobs/", views.my_jobs, name="my_jobs"),
+    path("jobs/<str:job_id>/", views.job_detail, name="job"),
+    path("jobs/<str:job_id>/again/", views.again, name="again"),
+    path("jobs/<str:job_id>/files/<str:name>", views.download, name="download"),
+]

@@ -1,0 +1,36 @@
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
+from django.templatetags.static import static
+from django.urls import include, path
+
+from webfarm.limits.logins import ThrottledLoginView
+from webfarm.limits.resets import ThrottledPasswordResetView
+
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for /favicon.ico whatever the page says: the site's icon, not a 404."""
+    return HttpResponsePermanentRedirect(static("favicon.svg"))
+
+
+urlpatterns = [
+    path("favicon.ico", favicon),
+    # Before the admin's own URLs, which would answer 404 for it.
+    path("admin/dashboard/", include("webfarm.dashboard.urls")),
+    path("admin/", admin.site.urls),
+    # Before Django's own login URL: a few wrong passwords, then a pause.
+    path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
+    # Each one sends an e-mail: a few an hour per address.
+    path("accounts/password_reset/", ThrottledPasswordResetView.as_view(), name="password_reset"),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("progress/", include("webfarm.progress.urls")),
+    path("queues/", include("webfarm.queues.urls")),
+    path("stats/", include("webfarm.stats.urls")),
+    path("polls/", include("demofarm.polls.urls")),
+    path("imports/", include("demofarm.imports.urls")),
+    path("", include("demofarm.reports.urls")),
+]
+
+# Django's own error pages answer 500 for a POST whose body they cannot parse.
+handler400 = "webfarm.core.errorpages.bad_request"
+handler403 = "webfarm.core.errorpages.permission_denied"
+handler404 = "webfarm.core.errorpages.page_not_found"

@@ -1,6 +1,0 @@
-from django.apps import AppConfig
-
-
-class ReportsConfig(AppConfig):
-    name = "reports"
-    verbose_name = "Report jobs"

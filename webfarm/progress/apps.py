@@ -1,0 +1,23 @@
+from django.apps import AppConfig
+from django.utils.module_loading import autodiscover_modules
+
+from webfarm.core.paths import hide_in_logs
+from webfarm.progress.ids import ID_PATTERN
+
+
+class ProgressConfig(AppConfig):
+    name = "webfarm.progress"
+    label = "webfarm_progress"
+    # Its label until it moved into webfarm (webfarm.core.oldlabels adopts its tables).
+    old_labels = ("progress",)
+    verbose_name = "Job progress over memcached"
+
+    def ready(self) -> None:
+        from webfarm.progress import checks, conf  # noqa: F401  (registers checks and signal receivers)
+
+        # The read token of webfarm.progress.urls' by_token route is a bearer secret:
+        # a job id's segment, then the token's.
+        hide_in_logs(argument="token", pattern=rf"/{ID_PATTERN}/(?P<secret>{ID_PATTERN})(?=[/?#\s]|$)")
+
+        # Every app's job types (`<app>/jobs.py`), on web nodes and workers alike.
+        autodiscover_modules("jobs")
