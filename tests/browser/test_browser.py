@@ -107,6 +107,7 @@ def test_my_jobs_shows_several_live_bars_and_cancel_works(page: Page):
 
 
 @one_broker
+@pytest.mark.timeout(600)
 def test_the_bar_waits_out_retry_after_and_recovers(page: Page):
     """The first polls meet a 503 with Retry-After: 2; the widget says so, waits
     at least that long between tries, then carries on to the end."""
@@ -124,7 +125,8 @@ def test_the_bar_waits_out_retry_after_and_recovers(page: Page):
     page.route(re.compile(r"/progress/[A-Za-z0-9_-]{22}/([A-Za-z0-9_-]{22}/)?$"), flaky)
     page.get_by_role("button", name="Start report").click()
     expect(page.locator(".job-progress [data-field=message]")).to_contain_text("temporarily unavailable")
-    expect(page.locator(".job-progress.state-succeeded")).to_be_visible(timeout=120_000)
+    # The whole report: minutes on a 2-core machine running the suite beside it.
+    expect(page.locator(".job-progress.state-succeeded")).to_be_visible(timeout=300_000)
     assert len(polls) >= 3
     # Retry-After: 2, with at most 20 % jitter taken off.
     assert polls[1] - polls[0] >= 1.6 and polls[2] - polls[1] >= 1.6, polls[:3]
@@ -190,6 +192,7 @@ def test_the_dashboard_refuses_non_staff(page: Page):
     assert page.goto("/admin/dashboard/charts/jobs.png").status == 403
 
 
+@pytest.mark.timeout(600)
 def test_a_killed_worker_s_job_turns_lost_and_runs_again_under_the_same_bar(page: Page, farm):
     """SIGKILL the whole worker running a job: the reaper (a real celery beat
     sending it to the other worker) ends the job as lost within the heartbeat
@@ -218,7 +221,8 @@ def test_a_killed_worker_s_job_turns_lost_and_runs_again_under_the_same_bar(page
         # The bar moved on to the new attempt and says why.
         expect(page.locator(".job-progress [data-field=retry]")).to_contain_text("Attempt 2", timeout=15_000)
         retry = lost["retried_as"]
-        final = bob.wait_until(retry, lambda p: p["final"], timeout=120, what="the retry to finish")
+        # The whole report again: minutes on a 2-core machine running the suite beside it.
+        final = bob.wait_until(retry, lambda p: p["final"], timeout=300, what="the retry to finish")
         assert final["state"] == "succeeded" and final["attempt"] == 2
         # The bar followed: the page is now the retry's, finished, with its file.
         expect(page).to_have_url(re.compile(f"/jobs/{retry}/$"), timeout=30_000)

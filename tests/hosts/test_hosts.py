@@ -160,7 +160,9 @@ def test_a_memcached_host_that_vanishes_costs_no_request_more_than_the_timeout(f
         visitor.join(30)
     answers = [answer for visitor in visitors for answer in visitor.answers]
     during = [a for a in answers if cut_at <= a[0] < healed_at]
-    assert len(during) > 50, len(during)
+    # Enough answers in the cut to judge it: two visitors asking without pause
+    # get dozens, even on a machine busy with other tests.
+    assert len(during) >= 20, len(during)
     waits = sorted(seconds for *_, seconds in during)
     p99, worst = waits[int(len(waits) * 0.99)], waits[-1]
     slow = sum(1 for seconds in waits if seconds > 0.3)
