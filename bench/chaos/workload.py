@@ -141,7 +141,9 @@ def user_loop(farm: Farm, user: str, history: History, seed: int, until: float) 
         return
     uploads = 0
     while time.monotonic() < until:
-        if rng.random() < IMPORT_SHARE:
+        # Each user's first start is an import, so even a short run on a slow
+        # machine has one to check; then one start in IMPORT_SHARE.
+        if uploads == 0 or rng.random() < IMPORT_SHARE:
             uploads += 1
             tag = f"chaos{seed}-{user}-{uploads}"
             kind, params = IMPORT_KIND, {"name": f"{tag}.csv"}

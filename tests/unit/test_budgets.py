@@ -9,6 +9,7 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 
 from tests.harness.roundtrips import counting, runs, steady
+from webfarm.core import revocations
 from webfarm.progress import services, store
 from webfarm.progress.countdown import PartSpec
 from webfarm.progress.models import Job
@@ -21,7 +22,11 @@ JSON = {"HTTP_ACCEPT": "application/json"}
 
 
 @pytest.fixture(autouse=True)
-def counted(settings):
+def counted(settings, monkeypatch):
+    # A process reads the revocations table at most once a second
+    # (webfarm.core.revocations): a cost per second, not per request, which
+    # a slow machine's runs would otherwise catch in one of them.
+    monkeypatch.setattr(revocations, "REFRESH", 3600.0)
     with counting(settings):
         yield
 
