@@ -1,8 +1,7 @@
 import logging
 
-from celery import shared_task
-
 from demofarm.polls.services import FlusherBusy, flush_all
+from webfarm.core.tasks import renamed_task
 
 logger = logging.getLogger(__name__)
 
@@ -22,6 +21,7 @@ def _flush_votes() -> None:
         )
 
 
-flush_votes = shared_task(name="demofarm.polls.flush_votes", ignore_result=True)(_flush_votes)
-# Its name while polls were in the library: one sent before an upgrade still runs.
-shared_task(name="webfarm.polls.flush_votes", ignore_result=True)(_flush_votes)
+# Also under its name while polls were in the library.
+flush_votes = renamed_task(
+    _flush_votes, "demofarm.polls.flush_votes", was=("webfarm.polls.flush_votes",), ignore_result=True
+)
