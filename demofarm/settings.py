@@ -63,7 +63,6 @@ INSTALLED_APPS = [
     "webfarm.limits",
     "demofarm.polls",
     "demofarm.imports",
-    "django_tasks",
     "webfarm.djangotasks",
 ]
 

@@ -16,7 +16,9 @@ from demofarm.secret import refuse_placeholder
 def refuse_to_start_misconfigured(process: str) -> None:
     """SystemExit(3) with the reasons if this process must not start."""
     refuse_placeholder(process)
-    errors = [m for m in checks.run_checks() if m.level >= checks.ERROR and not m.is_silenced()]
+    # No database: Django 6.1 would otherwise open a connection for the model
+    # checks, in a process that may fork right after.
+    errors = [m for m in checks.run_checks(databases=[]) if m.level >= checks.ERROR and not m.is_silenced()]
     if not errors:
         return
     reasons = "\n".join(f"  {message}" for message in errors)

@@ -63,7 +63,9 @@ def test_backs_off_without_etag_speeds_up_on_change_honours_retry_after_and_stop
     # Unchanged, no ETag: the gaps grow towards idleMax (0.8 s), not stay at 0.1 s.
     _until(page, lambda: len(polls) >= 7, timeout=15, what="seven polls")
     gaps = [b - a for a, b in itertools.pairwise(polls)]
-    assert gaps[-1] > 0.4 > gaps[0], gaps
+    # The planned gaps are ~0.1, 0.15, 0.22, 0.34, 0.51, 0.76 s (+-20%). A busy
+    # machine can only lengthen one, so the early test takes the quickest of three.
+    assert gaps[-1] > 0.4 > min(gaps[:3]), gaps
     assert page.evaluate("events") == ["progress t1"]  # one document, shown once
 
     # A change: shown, and the next poll comes quickly again.

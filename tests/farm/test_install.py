@@ -5,6 +5,7 @@ site, and a `django-admin startproject` site that adds the apps
 passes Django's checks and migrates, from the wheel alone.
 tests/browser/test_installed_site.py runs such a site end to end."""
 
+import json
 import subprocess
 import sys
 import zipfile
@@ -85,3 +86,30 @@ def test_a_new_project_with_the_apps_checks_and_migrates(wheel, tmp_path):
     installed.manage(site, env, "check")
     installed.manage(site, env, "migrate", "--no-input")
     installed.manage(site, env, "makemigrations", "--check", "--dry-run")
+
+
+def _resolved(*requirements: str) -> dict[str, str]:
+    """What pip's own resolver picks for these on this Python: name -> version."""
+    pip = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet"]
+    done = subprocess.run(
+        [*pip, "--disable-pip-version-check", "--report", "-", *requirements],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    report = json.loads(done.stdout)
+    return {item["metadata"]["name"].lower(): item["metadata"]["version"] for item in report["install"]}
+
+
+def test_pip_picks_this_python_s_django_and_the_backport_only_where_django_lacks_tasks(wheel):
+    picked = _resolved(str(wheel))
+    django = tuple(int(part) for part in picked["django"].split(".")[:2])
+    if sys.version_info < (3, 12):
+        # Django 6 needs Python 3.12: here it is 5.2, with django.tasks from the backport.
+        assert django == (5, 2) and "django-tasks" in picked
+    else:
+        assert django >= (6, 1) and "django-tasks" not in picked
+        # Django 5.2 on this Python: the extra brings the backport.
+        older = _resolved(f"webfarm[django52] @ {wheel.as_uri()}", "Django==5.2.*")
+        assert older["django"].startswith("5.2.") and "django-tasks" in older

@@ -5,6 +5,7 @@ is never on the project's path: what it runs comes from the wheel, installed
 with PyPI's `progress` (a terminal progress-bar library) beside it.
 """
 
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -20,7 +21,6 @@ APPS = [
     "webfarm.stats",
     "webfarm.activity",
     "webfarm.dashboard",
-    "django_tasks",
     "webfarm.djangotasks",
 ]
 
@@ -99,7 +99,7 @@ urlpatterns = [
 TASKS = """
 import time
 
-from django_tasks import task
+from webfarm.djangotasks import task
 
 
 @task(takes_context=True)
@@ -171,21 +171,17 @@ TEMPLATES = {
 
 
 def build_wheel(out: Path) -> Path:
-    """`pip wheel .` of this repository, into `out`."""
+    """`pip wheel .` of this repository, into `out`. It is built from a copy:
+    setuptools writes build/ and *.egg-info into the tree it builds, which
+    two builds at once (xdist workers, the two legs) would share."""
+    source = out / "source"
+    shutil.copytree(
+        processes.ROOT / "webfarm", source / "webfarm", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
+    shutil.copy(processes.ROOT / "pyproject.toml", source)
+    pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            str(processes.ROOT),
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(out),
-            "-q",
-            "--disable-pip-version-check",
-        ],
+        [*pip, str(source), "-w", str(out), "-q", "--disable-pip-version-check"],
         check=True,
         capture_output=True,
         timeout=300,

@@ -3,6 +3,8 @@ to a file in order, exactly once, across crashes."""
 
 import json
 import logging
+import logging.config
+import sys
 import time
 import uuid
 
@@ -47,6 +49,37 @@ def test_each_request_is_logged_with_who_what_status_and_duration(tmp_path):
     assert (first["user"], first["method"], first["path"], first["status"]) == (name, "GET", "/jobs/", 200)
     assert second["user"] is None and second["status"] == 404
     assert first["duration_ms"] >= 0 and first["node"] and first["q"]
+
+
+def test_the_settings_logging_builds_a_handler_that_ships_on_this_python(settings, tmp_path):
+    # Built the way Django builds LOGGING (dictConfig), whose treatment of
+    # handler classes has changed between Pythons.
+    config = dict(settings.LOGGING["handlers"]["sitelog"])
+    handler = logging.config.DictConfigurator({"version": 1}).configure_handler(config)
+    try:
+        assert isinstance(handler, SiteLogHandler) and handler.shipper.queue_name == QUEUE_NAME
+        marker = uuid.uuid4().hex
+        try:
+            raise ValueError("the cause")
+        except ValueError:
+            cause = sys.exc_info()
+        record = logging.LogRecord("activity", logging.INFO, __file__, 1, "built %s", (marker,), cause)
+        record.user = marker
+        handler.handle(record)
+        handler.flush()
+        path = tmp_path / "activity.log"
+
+        def ours() -> list[dict]:
+            return [line for line in _lines(path) if line.get("user") == marker]
+
+        wait_for(lambda: drain(path) or (path.exists() and ours()), timeout=10, what="the line")
+        (line,) = ours()
+        assert line["message"].startswith(f"built {marker}\nTraceback")
+        assert "ValueError: the cause" in line["message"]
+        assert line["level"] == "info" and line["logger"] == "activity"
+    finally:
+        handler.close()
+    assert not handler.shipper.is_alive()
 
 
 def test_shipping_never_raises_when_memcached_is_down(settings):
@@ -238,7 +271,7 @@ def test_records_are_shipped_in_batches_not_one_by_one(monkeypatch, tmp_path):
     ship = handler.ship
 
     def kept(queue_name, records):
-        batches.append([r.getMessage() for r in records if r.getMessage().startswith("batch-test")])
+        batches.append([r["message"] for r in records if r["message"].startswith("batch-test")])
         ship(queue_name, records)
 
     monkeypatch.setattr(handler, "ship", kept)

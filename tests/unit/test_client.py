@@ -144,4 +144,4 @@ def test_a_memcached_too_old_for_meta_commands_stops_the_processes_at_start(sett
     # The servers that answer are asked; one that does not answer yet is no error.
     dead = f"127.0.0.1:{processes.free_port()}"
     settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [memcached_server, dead]}
-    assert not [m for m in checks.run_checks() if m.id == "webfarm_core.E003"]
+    assert not [m for m in checks.run_checks(databases=[]) if m.id == "webfarm_core.E003"]

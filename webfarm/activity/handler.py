@@ -1,15 +1,19 @@
 """A logging handler that ships records into a memcached queue from any node.
 
-The request thread only puts the record on an in-process buffer (the stdlib's
-QueueHandler); a shipper thread writes to memcached, at most 20 times a
+The request thread only turns the record into a small dict and puts it on an
+in-process buffer; a shipper thread writes to memcached, at most 20 times a
 second, as many records as are waiting in one `put_many` (one or two round
 trips for a batch, not per record). A full buffer or an unreachable memcached drops the records and
 counts them, never raising into the code that logged.
+
+It is a plain `logging.Handler`, not a `QueueHandler`: since Python 3.12,
+`logging.config.dictConfig` builds a QueueHandler subclass itself, handing
+it a queue of its own as the first argument, so the same LOGGING would mean
+different things on different Pythons.
 """
 
 import json
 import logging
-import logging.handlers
 import queue
 import socket
 import threading
@@ -33,22 +37,23 @@ _STANDARD = set(logging.LogRecord("", 0, "", 0, "", (), None).__dict__) | {"mess
 _STOP = object()
 
 
-def entry(record: logging.LogRecord) -> dict[str, Any]:
+def entry(record: logging.LogRecord, message: str | None = None) -> dict[str, Any]:
+    """The record as the site log keeps it; `message` is the formatted text, if any."""
     data = {
         "ts": round(record.created, 3),
         "level": record.levelname.lower(),
         "logger": record.name,
-        "message": record.getMessage(),
+        "message": record.getMessage() if message is None else message,
         "node": NODE,
     }
     data.update({k: v for k, v in record.__dict__.items() if k not in _STANDARD and not k.startswith("_")})
     return data
 
 
-def ship(queue_name: str, records: list[logging.LogRecord]) -> None:
-    """Write records to the site log queue in one put_many; drops are counted."""
+def ship(queue_name: str, records: list[dict[str, Any]]) -> None:
+    """Write entries to the site log queue in one put_many; drops are counted."""
     try:
-        bodies = [json.dumps(entry(record), default=str).encode() for record in records]
+        bodies = [json.dumps(record, default=str).encode() for record in records]
         thread_queue(queue_name).put_many(bodies)
     except QueueFull as exc:
         count("sitelog_dropped", len(records) - len(getattr(exc, "stored", [])), reason="memcached")
@@ -86,30 +91,40 @@ class Shipper(threading.Thread):
                 return
 
 
-class SiteLogHandler(logging.handlers.QueueHandler):
+class SiteLogHandler(logging.Handler):
     """Put this in LOGGING: cheap for the caller, memcached written elsewhere."""
 
-    def __init__(self, queue_name: str = QUEUE_NAME) -> None:
-        super().__init__(queue.Queue(BUFFER))
-        self.shipper = Shipper(self.queue, queue_name)
+    def __init__(self, queue_name: str = QUEUE_NAME, level: int | str = logging.NOTSET) -> None:
+        if not isinstance(queue_name, str):
+            raise TypeError(f"SiteLogHandler's queue_name is a queue's name, not {type(queue_name).__name__}")
+        super().__init__(level)
+        self.buffer: queue.Queue[Any] = queue.Queue(BUFFER)
+        self.shipper = Shipper(self.buffer, queue_name)
         self.shipper.start()
 
-    def enqueue(self, record: logging.LogRecord) -> None:
+    def emit(self, record: logging.LogRecord) -> None:
         try:
-            self.queue.put_nowait(record)
+            # Formatted here, in the caller's thread: the arguments may change
+            # once it returns, and a traceback is only at hand now.
+            data = entry(record, self.format(record))
+        except Exception:
+            self.handleError(record)
+            return
+        try:
+            self.buffer.put_nowait(data)
         except queue.Full:
             count("sitelog_dropped", reason="buffer")
 
     def flush(self, timeout: float = 5.0) -> None:
         """Wait until what is buffered has been shipped (tests, shutdown)."""
         deadline = time.monotonic() + timeout
-        while self.queue.unfinished_tasks and time.monotonic() < deadline:
+        while self.buffer.unfinished_tasks and time.monotonic() < deadline:
             time.sleep(0.01)
 
     def close(self) -> None:
         if self.shipper.is_alive():
             try:
-                self.queue.put(_STOP, timeout=1)
+                self.buffer.put(_STOP, timeout=1)
             except queue.Full:
                 pass  # the daemon thread ends with the process
             else:

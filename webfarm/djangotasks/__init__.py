@@ -10,5 +10,10 @@ progress, metadata, cancel, limits and results readable from any node.
         context.metadata["indexed"] = 0                  # django/new-features #141
         context.save_metadata()
 
-docs/tasks.md says the rest.
+docs/tasks.md says the rest. The names a task module needs are here too, from
+Django on 6 and from the backport on 5.2, so one site's code runs on both.
 """
+
+from webfarm.djangotasks.compat import InvalidTask, TaskResultStatus, task
+
+__all__ = ["InvalidTask", "TaskResultStatus", "task"]
