@@ -13,6 +13,8 @@ APT_UPDATED := /tmp/.webfarm-apt-updated
 # Where `make run` listens.
 HOST ?= 127.0.0.1
 PORT ?= 8000
+# Where `make run` starts its memcached (or uses the one that answers there).
+MEMCACHED_PORT ?= 11211
 # pytest-xdist workers: farm tests mostly wait on processes, so a 2-core
 # machine keeps three busy (docs/testing.md, "Time", has the measurements).
 TEST_WORKERS ?= 3
@@ -82,7 +84,7 @@ demo: migrate
 	@$(PY) manage.py seed_demo
 
 run: setup
-	@$(PY) -m demofarm.launch --host $(HOST) --port $(PORT)
+	@$(PY) -m demofarm.launch --host $(HOST) --port $(PORT) --memcached-port $(MEMCACHED_PORT)
 
 # nginx in front of web nodes, workers, beat, two memcached and PostgreSQL (docs/farm.md).
 farm: setup farm-packages

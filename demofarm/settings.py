@@ -18,6 +18,7 @@ from demofarm.imports import conf as imports_conf
 from demofarm.polls import conf as polls_conf
 from demofarm.reports import conf as reports_conf
 from webfarm.activity import conf as activity_conf
+from webfarm.core import beat
 from webfarm.core import conf as memcached_conf
 from webfarm.dashboard import conf as dashboard_conf
 from webfarm.limits import conf as limits_conf
@@ -219,49 +220,26 @@ ACTIVITY_LOG_FILE = env_str("ACTIVITY_LOG_FILE", str(BASE_DIR / "var" / "activit
 # Periodic work: run one beat (`celery -A demofarm beat`, or the worker's -B).
 REAP_EVERY = env_float("REAP_EVERY", 5.0)
 CELERY_BEAT_SCHEDULE = {
-    "drain-sitelog": {
-        "task": "webfarm.activity.drain_sitelog",
-        "schedule": env_float("ACTIVITY_DRAIN_EVERY", 5.0),
-    },
-    # Reaping runs on any worker; while none is up, the sends expire instead of piling up.
-    "reap-lost-jobs": {
-        "task": "webfarm.progress.reap_lost_jobs",
-        "schedule": REAP_EVERY,
-        "options": {"expires": 2 * REAP_EVERY},
-    },
+    # The library's: reaping, purging ended jobs and sessions, the site log, the counters.
+    **beat.schedule(
+        INSTALLED_APPS,
+        reap_every=REAP_EVERY,
+        drain_every=env_float("ACTIVITY_DRAIN_EVERY", 5.0),
+        harvest_every=env_float("STATS_HARVEST_EVERY", 60.0),
+        mirrors=bool(QUEUES["MIRRORS"]),
+    ),
+    # The site's own.
     "flush-votes": {
         "task": "demofarm.polls.flush_votes",
         "schedule": env_float("POLLS_FLUSH_EVERY", 2.0),
         "options": {"expires": 10},
-    },
-    "forget-idle-http-queues": {
-        "task": "webfarm.queues.forget_idle",
-        "schedule": 300.0,
-        "options": {"expires": 300},
-    },
-    "harvest-counters": {
-        "task": "webfarm.stats.harvest_counters",
-        "schedule": env_float("STATS_HARVEST_EVERY", 60.0),
-    },
-    # What a farm keeps is bounded: ended jobs, uploads and expired sessions go.
-    "purge-ended-jobs": {
-        "task": "webfarm.progress.purge_ended_jobs",
-        "schedule": 3600.0,
-        "options": {"expires": 3600},
     },
     "purge-uploads": {
         "task": "demofarm.imports.purge_uploads",
         "schedule": 3600.0,
         "options": {"expires": 3600},
     },
-    "clear-expired-sessions": {
-        "task": "webfarm.core.clear_expired_sessions",
-        "schedule": 3600.0,
-        "options": {"expires": 3600},
-    },
 }
-if QUEUES["MIRRORS"]:
-    CELERY_BEAT_SCHEDULE["repair-queue-mirrors"] = {"task": "webfarm.queues.repair_mirrors", "schedule": 30.0}
 
 # Users are read from memcached (sealed, dropped on every node when saved),
 # not from the database on every request (webfarm.core.users).

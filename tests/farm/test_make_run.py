@@ -5,11 +5,14 @@ not Celery's banners, its root warning or a line for every periodic task."""
 import os
 import re
 import signal
+import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 import requests
 
+from demofarm.launch import memcached_version
 from tests.harness import processes
 from tests.harness.web import DEMO_PASSWORD, WebClient, create_poll, vote_anonymously
 
@@ -77,3 +80,78 @@ def test_make_run_s_console_is_calm_and_says_what_happened(tmp_path):
     assert re.search(r'"GET /accounts/login/ HTTP/1.1" 200', console)  # other requests still are
     for noise in NOISE:
         assert not noise.search(console), [line for line in console.splitlines() if noise.search(line)]
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below pid (honcho starts each in a session of its own)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_ctrl_c_with_the_console_piped_into_tee_stops_every_process(tmp_path):
+    """The same Ctrl-C ends tee first: the launcher must still stop them all,
+    memcached on the port it was given included."""
+    port, memcached_port = processes.free_port(), processes.free_port()
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'run.sqlite3'}",
+        "MEMCACHED_NAMESPACE": "makeruntee",
+        "CELERY_TASK_DEFAULT_QUEUE": "makeruntee",
+        "DJANGO_SECRET_KEY": "make-run-" + uuid.uuid4().hex,
+        "ACTIVITY_LOG_FILE": str(tmp_path / "activity.log"),
+    }
+    processes.manage({**env, "MEMCACHED_SERVERS": f"127.0.0.1:{memcached_port}"}, "migrate", "--no-input")
+    console = tmp_path / "console.log"
+    launch = f"{processes.BIN / 'python'} -m demofarm.launch --port {port} --memcached-port {memcached_port}"
+    shell = subprocess.Popen(
+        ["bash", "-c", f"{launch} 2>&1 | tee {console}"],
+        cwd=processes.ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    launched: set[int] = set()
+    try:
+        processes.wait_for(
+            lambda: requests.get(f"http://127.0.0.1:{port}/accounts/login/", timeout=2).ok,
+            timeout=60,
+            what="the web process",
+        )
+        assert memcached_version("127.0.0.1", memcached_port), "the launcher's own memcached"
+        processes.wait_for(lambda: "worker started" in console.read_text(), timeout=30, what="the worker")
+        launched |= _descendants(shell.pid)
+        assert len(launched) >= 10  # tee, the launcher, honcho's four, their shells and programs
+        os.killpg(shell.pid, signal.SIGINT)  # Ctrl-C: to make, the launcher, tee and the rest
+        shell.wait(timeout=60)
+        processes.wait_for(
+            lambda: not [pid for pid in launched if _alive(pid)],
+            timeout=30,
+            what="every process of the launch to end",
+        )
+        assert memcached_version("127.0.0.1", memcached_port) is None
+    finally:
+        for pid in launched | _descendants(shell.pid):
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        shell.kill()

@@ -42,6 +42,8 @@ MIDDLEWARE += [
     "webfarm.djangotasks.owners.TaskOwnerMiddleware",
 ]
 TASKS = {{"default": {{"BACKEND": "webfarm.djangotasks.backend.CeleryBackend"}}}}
+from webfarm.core.beat import schedule
+CELERY_BEAT_SCHEDULE = schedule(INSTALLED_APPS)
 MEMCACHED = {{"SERVERS": [os.environ["SITE_MEMCACHED"]]}}
 CELERY_BROKER_URL = "memcached://" + os.environ["SITE_MEMCACHED"]
 SESSION_ENGINE = "webfarm.core.sessions"

@@ -1,0 +1,66 @@
+"""The periodic work the library's apps need, as Celery beat entries.
+
+A site sets `CELERY_BEAT_SCHEDULE = schedule(INSTALLED_APPS)` and runs one
+`celery beat`. Without it a job whose worker died stays running for ever (no
+reaper), ended jobs, sessions and the site log pile up, and the counters are
+never harvested. The tasks are named here as strings: each app defines its
+own, and a site lists only the apps it installed.
+"""
+
+from collections.abc import Iterable
+from typing import Any
+
+# Why some sends expire: while no worker is up, they would pile up in the
+# broker and all run at once when one comes back. The drainer and the
+# harvester are not expired: each run takes what the missed ones left.
+_EVERY_APP: dict[str, list[tuple[str, str, str, bool]]] = {
+    # app: [(entry, task, interval setting's keyword, expires)]
+    "webfarm.core": [("clear-expired-sessions", "webfarm.core.clear_expired_sessions", "hourly", True)],
+    "webfarm.queues": [("forget-idle-http-queues", "webfarm.queues.forget_idle", "five_minutes", True)],
+    "webfarm.progress": [
+        ("reap-lost-jobs", "webfarm.progress.reap_lost_jobs", "reap_every", True),
+        ("purge-ended-jobs", "webfarm.progress.purge_ended_jobs", "hourly", True),
+    ],
+    "webfarm.activity": [("drain-sitelog", "webfarm.activity.drain_sitelog", "drain_every", False)],
+    "webfarm.stats": [("harvest-counters", "webfarm.stats.harvest_counters", "harvest_every", False)],
+}
+# The task a site without the reaper would miss most (webfarm.progress.checks warns).
+REAPER = "webfarm.progress.reap_lost_jobs"
+
+
+def schedule(
+    installed_apps: Iterable[str],
+    *,
+    reap_every: float = 5.0,
+    drain_every: float = 5.0,
+    harvest_every: float = 60.0,
+    mirrors: bool = False,
+) -> dict[str, dict[str, Any]]:
+    """CELERY_BEAT_SCHEDULE entries for the library's apps in `installed_apps`.
+
+    `reap_every`: how soon a job whose worker died is ended (or run again);
+    `drain_every`: how soon the site log reaches its file; `harvest_every`:
+    the counters' resolution; `mirrors`: the site mirrors its HTTP queues
+    (QUEUES["MIRRORS"]), which then need repairing after a restart.
+    """
+    installed = {app.split(".apps.")[0] for app in installed_apps}
+    every = {
+        "reap_every": reap_every,
+        "drain_every": drain_every,
+        "harvest_every": harvest_every,
+        "five_minutes": 300.0,
+        "hourly": 3600.0,
+    }
+    entries: dict[str, dict[str, Any]] = {}
+    for app, wanted in _EVERY_APP.items():
+        if app not in installed:
+            continue
+        for name, task, interval, expires in wanted:
+            seconds = every[interval]
+            entries[name] = {"task": task, "schedule": seconds}
+            if expires:
+                # The reaper's sends go stale sooner: a newer one is on its way.
+                entries[name]["options"] = {"expires": 2 * seconds if interval == "reap_every" else seconds}
+    if mirrors and "webfarm.queues" in installed:
+        entries["repair-queue-mirrors"] = {"task": "webfarm.queues.repair_mirrors", "schedule": 30.0}
+    return entries
