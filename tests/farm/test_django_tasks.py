@@ -181,6 +181,9 @@ def test_a_task_whose_worker_is_killed_is_failed_as_lost_not_left_running(farm):
         assert lost["progress"]["state"] == "lost"
         assert lost["metadata"]["beats"] >= running["metadata"]["beats"]
         assert lost["workers"] == running["workers"] and lost["attempts"] == 1
+        # task_finished, from the worker whose reaper ended it (django_tasks logs it).
+        ended = f"Task id={enqueued['id']} path=tests.harness.django_tasks.wait_until_cancelled state=FAILED"
+        processes.wait_for(lambda: ended in other.log(), timeout=10, what="task_finished for the lost task")
         # The new worker takes tasks.
         after = _enqueue(farm, "tasks.divide.enqueue(6, 3)")
         done = _until(farm, after["id"], lambda r: r["status"] == "SUCCESSFUL", "a task after the kill")

@@ -12,7 +12,7 @@ from django.template import Context, Template
 from django.test import Client, RequestFactory
 
 from tests.harness import django_tasks as tasks
-from webfarm.djangotasks.compat import InvalidTask, TaskResultDoesNotExist, task_backends
+from webfarm.djangotasks.compat import InvalidTask, TaskResultDoesNotExist, task_backends, task_finished
 from webfarm.djangotasks.owners import TaskOwnerMiddleware, owned_by
 from webfarm.progress.api import Job, ProgressReporter
 from webfarm.progress.records import JobRecord
@@ -66,8 +66,25 @@ def test_a_task_enqueued_by_no_one_is_shown_to_staff_alone(alice, staff):
 def test_cancelling_a_queued_task_fails_it_as_cancelled(alice):
     with owned_by(alice):
         result = tasks.wait_until_cancelled.enqueue()
-    cancelled = task_backends["default"].cancel(result.id)
+    finished = []
+
+    def heard(sender, task_result, **kwargs):
+        finished.append(task_result)
+
+    task_finished.connect(heard)
+    try:
+        cancelled = task_backends["default"].cancel(result.id)
+        task_backends["default"].cancel(result.id)  # ended already: no second signal
+    finally:
+        task_finished.disconnect(heard)
     assert str(cancelled.status) == "FAILED"
+    # It never started, and still finished, as Django's signals say of such a task.
+    ((heard_result),) = finished
+    assert heard_result.id == result.id and str(heard_result.status) == "FAILED"
+    assert [e.exception_class_path for e in heard_result.errors] == [
+        "webfarm.progress.exceptions.JobCancelled"
+    ]
+    assert heard_result.worker_ids == [] and heard_result.attempts == 0 and heard_result.started_at is None
     assert [e.exception_class_path for e in cancelled.errors] == ["webfarm.progress.exceptions.JobCancelled"]
     assert cancelled.errors[0].exception_class.__name__ == "JobCancelled"
     with pytest.raises(ValueError, match="failed"):

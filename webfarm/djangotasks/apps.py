@@ -11,6 +11,8 @@ class DjangoTasksConfig(AppConfig):
     verbose_name = "Django's Tasks API on the farm"
 
     def ready(self) -> None:
+        # Its job types, and task_finished for every way a task's job ends.
+        import_module("webfarm.djangotasks.jobs")
         if BACKPORT:
             # What the backport's own app would load: its system check of
             # TASKS and its logging of the signals. A site then lists this app

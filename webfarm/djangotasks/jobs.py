@@ -6,6 +6,7 @@ the task by that path (from the database, never from memcached) and runs it
 under the job's tracker: running, heartbeat, cancel, time limit, final state.
 """
 
+import logging
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -24,7 +25,9 @@ from webfarm.djangotasks.compat import (
 )
 from webfarm.djangotasks.context import ProgressContext
 from webfarm.djangotasks.results import result_of, task_of
-from webfarm.progress.api import Job, JobResult, JobType, SlotLimits, Tracker, add_source
+from webfarm.progress.api import Job, JobResult, JobType, SlotLimits, Tracker, add_source, job_ended
+
+logger = logging.getLogger(__name__)
 
 BACKEND = "webfarm.djangotasks.backend.CeleryBackend"
 DEFAULT_QUEUE = "default"
@@ -103,12 +106,28 @@ class TaskJobType(JobType):
             result.errors.append(
                 TaskError(exception_class_path=path, traceback="".join(format_exception(exc)))
             )
-            task_finished.send(sender, task_result=result)
             raise
         object.__setattr__(result, "status", TaskResultStatus.SUCCESSFUL)
         object.__setattr__(result, "_return_value", value)
-        task_finished.send(sender, task_result=result)
         return JobResult(value=value, summary="done")
+
+
+def send_task_finished(*, job_id: str, kind: str, **kwargs: Any) -> None:
+    """task_finished for a task's job, however it ended: run to its end (on
+    the worker), cancelled before it started (where it was cancelled), lost
+    (where the reaper found it). The result is the row's, as get_result()
+    reads it afterwards."""
+    if not kind.startswith(PREFIX):
+        return
+    job = Job.objects.filter(pk=job_id).first()
+    if job is None:
+        return
+    alias = kind.removeprefix(PREFIX).split(".", 1)[0]
+    result = result_of(job, backend=alias)
+    task_finished.send(type(result.task.get_backend()), task_result=result)
+
+
+job_ended.connect(send_task_finished, dispatch_uid="webfarm.djangotasks.task_finished")
 
 
 @cache

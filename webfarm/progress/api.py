@@ -22,7 +22,8 @@ worker dies (retry_on_lost=True). A job may be split in parts that run at
 once on many workers, with one combined bar (JobType.split, run_part and
 merge, or job_type(..., split=..., merge=...)). In a template:
 `{% load webfarm_progress %}{% progress_assets %}` in the head and
-`{% progress_bar job record %}` where the bar goes.
+`{% progress_bar job record %}` where the bar goes. `job_ended` tells an app
+that a job ended, however it ended (webfarm.progress.signals).
 """
 
 from webfarm.progress.countdown import PartSpec
@@ -36,6 +37,7 @@ from webfarm.progress.records import MAX_PARTS
 from webfarm.progress.registry import add_source, register
 from webfarm.progress.reporter import ProgressReporter
 from webfarm.progress.services import Tracker
+from webfarm.progress.signals import job_ended
 
 __all__ = [
     "MAX_PARTS",
@@ -51,6 +53,7 @@ __all__ = [
     "Tracker",
     "add_source",
     "is_valid_job_id",
+    "job_ended",
     "job_type",
     "register",
 ]

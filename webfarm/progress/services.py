@@ -24,6 +24,7 @@ from webfarm.progress.outcome import JobResult
 from webfarm.progress.rebuilt import record_from_job
 from webfarm.progress.records import JobRecord, PartProgress
 from webfarm.progress.reporter import ProgressReporter
+from webfarm.progress.signals import job_ended
 from webfarm.progress.states import FINAL_STATES, State
 
 logger = logging.getLogger(__name__)
@@ -212,7 +213,7 @@ def finish_job(
     for attempt in range(FINAL_WRITE_ATTEMPTS):
         try:
             store.write(record)
-            return True
+            break
         except ProgressUnavailable as exc:
             if attempt == FINAL_WRITE_ATTEMPTS - 1:
                 # The row above holds the final state, but memcached may still
@@ -222,7 +223,15 @@ def finish_job(
                 logger.error("job %s: final state %s kept in the database only: %s", record.job, state, exc)
             else:
                 time.sleep(FINAL_WRITE_PAUSE * (attempt + 1))
+    announce_end(record.job, record.kind, state)
     return True
+
+
+def announce_end(job_id: str, kind: str, state: State) -> None:
+    """job_ended, once the row holds the end; a failing receiver is logged."""
+    for receiver, outcome in job_ended.send_robust(Job, job_id=job_id, kind=kind, state=state.value):
+        if isinstance(outcome, Exception):
+            logger.error("job %s: %r failed on its end: %r", job_id, receiver, outcome)
 
 
 def finish_lost(
