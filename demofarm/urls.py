@@ -23,6 +23,7 @@ urlpatterns = [
     path("accounts/password_reset/", ThrottledPasswordResetView.as_view(), name="password_reset"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("progress/", include("webfarm.progress.urls")),
+    path("tasks/", include("webfarm.djangotasks.urls")),
     path("queues/", include("webfarm.queues.urls")),
     path("stats/", include("webfarm.stats.urls")),
     path("polls/", include("demofarm.polls.urls")),

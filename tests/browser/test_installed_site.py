@@ -1,11 +1,12 @@
-"""From outside: a `django-admin startproject` site that installs the apps
-from the wheel, with PyPI's `progress` beside them (tests/harness/installed.py:
-the steps of docs/install.md), runs a @task that reports progress on a real
-Celery worker over memcached, behind two gunicorn nodes. In Chromium a user
-enqueues the task from a view and watches its bar move to the end, cancels a
-second one, and the results are read from the other node; then staff open
-the wheel's dashboard and see that farm's counters, queues, workers and
-site log."""
+"""From outside: the project docs/install.md makes, from `django-admin
+startproject` on, with the apps from the wheel and PyPI's `progress` beside
+them (tests/harness/installed.py follows the page's code blocks), run as the
+page runs it: memcached, a Celery worker, beat and two gunicorn nodes. In
+Chromium a user starts the page's task from its view and watches its bar
+move to the end on the library's task page, cancels a second one, and the
+results are read on the other node; then staff open the wheel's dashboard
+and see that farm's counters, queues, workers and the site log beat
+drained."""
 
 import pytest
 import requests
@@ -31,56 +32,37 @@ def _field(page: Page, name: str) -> str:
 def _start(page: Page, node: str, steps: int) -> str:
     page.goto(f"{node}/")
     page.fill("input[name=steps]", str(steps))
-    page.fill("input[name=pause]", "0.1")
     page.click("text=Crunch")
-    page.wait_for_url("**/watch/*/")
+    page.wait_for_url("**/tasks/*/")
     return page.url.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _create_user(site: installed.Site, name: str, password: str, *, superuser: bool = False) -> None:
+    make = "create_superuser" if superuser else "create_user"
+    installed.manage(
+        site,
+        "shell",
+        "-c",
+        f"from django.contrib.auth.models import User; User.objects.{make}({name!r}, password={password!r})",
+    )
 
 
 def test_a_project_of_its_own_runs_tasks_with_live_bars_cancel_and_results_anywhere(tmp_path):
     (tmp_path / "wheel").mkdir()
     wheel = installed.build_wheel(tmp_path / "wheel")
+    memcached_port = processes.free_port()
+    site = installed.make_site(wheel, tmp_path, memcached=f"127.0.0.1:{memcached_port}")
+    _create_user(site, "ann", PASSWORD)
     with processes.stopped_after() as started:
-        memcached, address = processes.memcached(tmp_path)
-        started.append(memcached)
-        site = installed.make_site(wheel, tmp_path)
-        env = installed.site_env(tmp_path, address)
-        installed.manage(site, env, "migrate", "--no-input")
-        installed.manage(site, env, "collectstatic", "--no-input")
-        installed.manage(
-            site,
-            env,
-            "shell",
-            "-c",
-            "from django.contrib.auth.models import User; "
-            f"User.objects.create_user('ann', password={PASSWORD!r})",
-        )
-        worker = processes.Process(
-            "site-worker",
-            [str(processes.BIN / "celery"), "-A", "mysite", "worker", "-l", "info", "-c", "2"],
-            log_dir=tmp_path,
-            env=env,
-            cwd=site,
-        ).start()
-        started.append(worker)
-        nodes = []
-        for name in ("site-a", "site-b"):
-            port = processes.free_port()
-            node = processes.Process(
-                name,
-                [str(processes.BIN / "gunicorn"), "mysite.wsgi", "-b", f"127.0.0.1:{port}", "-w", "2"],
-                log_dir=tmp_path,
-                env=env,
-                cwd=site,
-            ).start()
-            started.append(node)
-            nodes.append(f"http://127.0.0.1:{port}")
+        nodes = installed.start_farm(site, memcached_port, tmp_path, started)
+        assert len(nodes) == 2
         for node in nodes:
             processes.wait_for(
                 lambda n=node: requests.get(f"{n}/accounts/login/", timeout=2).ok,
                 timeout=60,
                 what=f"{node} to answer",
             )
+        worker = next(p for p in started if "worker" in p.name)
         processes.wait_for(lambda: " ready." in worker.log(), timeout=60, what="the project's worker")
 
         with sync_playwright() as playwright:
@@ -118,14 +100,16 @@ def test_a_project_of_its_own_runs_tasks_with_live_bars_cancel_and_results_anywh
             for cookie in page.context.cookies():
                 session.cookies.set(cookie["name"], cookie["value"])
             browser.close()
-        done = session.get(f"{nodes[1]}/result/{first}/", timeout=10).json()
-        assert done == {
+        done = session.get(f"{nodes[1]}/tasks/{first}/result/", timeout=10).json()
+        assert {k: done[k] for k in ("status", "return_value", "metadata", "errors", "attempts")} == {
             "status": "SUCCESSFUL",
-            "value": {"crunched": 30},
+            "return_value": {"crunched": 30},
             "metadata": {"done": 30},
             "errors": [],
+            "attempts": 1,
         }
-        cancelled = session.get(f"{nodes[1]}/result/{second}/", timeout=10).json()
+        assert done["task"] == "shop.tasks.crunch"
+        cancelled = session.get(f"{nodes[1]}/tasks/{second}/result/", timeout=10).json()
         assert cancelled["status"] == "FAILED" and cancelled["errors"] == [
             "webfarm.progress.exceptions.JobCancelled"
         ]
@@ -135,19 +119,12 @@ def test_a_project_of_its_own_runs_tasks_with_live_bars_cancel_and_results_anywh
             polled = session.get(f"{nodes[1]}/progress/{first}/", timeout=10)
             assert polled.status_code == 200 and polled.json()["state"] == "succeeded"
             assert polled.headers["Vary"] == "Cookie"
-        _staff_see_their_own_farm(site, env, nodes[1])
+        _staff_see_their_own_farm(site, nodes[1])
         # The broker's tools work on the project's own settings (Celery's
         # default queue, the broker URL without transport options).
-        assert installed.manage(site, env, "dead_letters", "celery").startswith("0 dead letters of ")
+        assert installed.manage(site, "dead_letters", "celery").startswith("0 dead letters of ")
         # Another user of the site cannot read ann's result.
-        installed.manage(
-            site,
-            env,
-            "shell",
-            "-c",
-            "from django.contrib.auth.models import User; "
-            "User.objects.create_user('bo', password='pw-for-bo-5678')",
-        )
+        _create_user(site, "bo", "pw-for-bo-5678")
         other = requests.Session()
         login = other.get(f"{nodes[1]}/accounts/login/", timeout=10)
         token = login.cookies["csrftoken"]
@@ -157,22 +134,20 @@ def test_a_project_of_its_own_runs_tasks_with_live_bars_cancel_and_results_anywh
             headers={"Referer": f"{nodes[1]}/accounts/login/"},
             timeout=10,
         )
-        assert other.get(f"{nodes[1]}/result/{first}/", timeout=10).status_code == 404
+        assert other.get(f"{nodes[1]}/tasks/{first}/result/", timeout=10).status_code == 404
+        assert other.get(f"{nodes[1]}/tasks/{first}/", timeout=10).status_code == 404
         assert other.get(f"{nodes[1]}/progress/{first}/", timeout=10).status_code == 404
 
 
-def _staff_see_their_own_farm(site, env: dict, node: str) -> None:
-    """The dashboard, from the wheel, in the admin every project has."""
-    installed.manage(
-        site,
-        env,
-        "shell",
-        "-c",
-        "from django.contrib.auth.models import User; "
-        f"User.objects.create_superuser('root', password={PASSWORD!r})",
+def _staff_see_their_own_farm(site: installed.Site, node: str) -> None:
+    """The dashboard, from the wheel, in the admin every project has; the
+    site log in it is what the page's beat drained (every 5 s)."""
+    _create_user(site, "root", PASSWORD, superuser=True)
+    processes.wait_for(
+        lambda: "POST / 302" in (site.dir / "activity.log").read_text(),
+        timeout=30,
+        what="beat to drain the site log into the page's activity.log",
     )
-    # What beat would do every few seconds: the nodes' activity into the site log.
-    installed.manage(site, env, "drain_sitelog")
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -201,5 +176,5 @@ def _staff_see_their_own_farm(site, env: dict, node: str) -> None:
         counters = page.locator("#counters-heading ~ details").inner_text()
         assert "requests_polled|area=progress|status=200" in counters
         activity = page.locator("table.activity").inner_text()
-        assert "POST /start/ 302" in activity
+        assert "POST / 302" in activity
         browser.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import installed
+from tests.harness import installdoc, installed
 
 pytestmark = pytest.mark.farm
 
@@ -57,9 +57,8 @@ def test_the_wheel_holds_the_apps_with_their_files_and_nothing_of_the_site(wheel
     }
 
 
-def test_a_new_project_with_the_apps_checks_and_migrates(wheel, tmp_path):
-    site = installed.make_site(wheel, tmp_path)
-    env = installed.site_env(tmp_path, "127.0.0.1:1")
+def test_a_new_project_from_the_page_checks_and_migrates(wheel, tmp_path):
+    site = installed.make_site(wheel, tmp_path, memcached="127.0.0.1:1")  # migrated by the page's steps
     where = subprocess.run(
         [
             sys.executable,
@@ -68,8 +67,8 @@ def test_a_new_project_with_the_apps_checks_and_migrates(wheel, tmp_path):
             "print(progress.__file__, api.__file__, progress.bar.Bar.__name__,"
             " importlib.util.find_spec('demofarm'))",
         ],
-        cwd=site,
-        env=env,
+        cwd=site.dir,
+        env={**site.env, "DJANGO_SETTINGS_MODULE": "mysite.settings"},
         capture_output=True,
         text=True,
         check=True,
@@ -83,9 +82,32 @@ def test_a_new_project_with_the_apps_checks_and_migrates(wheel, tmp_path):
         "Bar",
         "None",
     ]
-    installed.manage(site, env, "check")
-    installed.manage(site, env, "migrate", "--no-input")
-    installed.manage(site, env, "makemigrations", "--check", "--dry-run")
+    checked = installed.manage(site, "check")
+    assert "System check identified no issues" in checked, checked  # no warning either (W002: beat)
+    installed.manage(site, "makemigrations", "--check", "--dry-run")
+
+
+def test_the_page_is_ten_steps_with_a_farm_of_beat_worker_memcached_and_two_nodes():
+    page = installdoc.read()
+    assert page.steps == list(range(1, len(page.steps) + 1)) and len(page.steps) <= 10
+    farm = [
+        command.argv[:3]
+        for command in page.actions
+        if isinstance(command, installdoc.Command) and command.background
+    ]
+    assert farm == [
+        ["memcached", "-l", "127.0.0.1"],
+        ["celery", "-A", "mysite"],
+        ["celery", "-A", "mysite"],
+        ["gunicorn", "mysite.wsgi", "-b"],
+        ["gunicorn", "mysite.wsgi", "-b"],
+    ]
+    assert [
+        c.argv[3] for c in page.actions if isinstance(c, installdoc.Command) and c.argv[0] == "celery"
+    ] == [
+        "worker",
+        "beat",
+    ]
 
 
 def _resolved(*requirements: str) -> dict[str, str]:

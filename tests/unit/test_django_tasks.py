@@ -169,3 +169,32 @@ def test_tasks_queue_in_bursts_unless_limits_are_set(alice, settings):
         tasks.divide.enqueue(1, 2)
         with pytest.raises(StartRefused, match="You already have 2 tasks queued or running"):
             tasks.divide.enqueue(1, 3)
+
+
+def test_a_task_s_page_and_result_are_its_owner_s_and_staff_s(alice, staff):
+    with owned_by(alice):
+        result = tasks.divide.enqueue(6, 3)
+    as_alice, as_staff, as_bob = Client(), Client(), Client()
+    as_alice.force_login(alice)
+    as_staff.force_login(staff)
+    as_bob.force_login(get_user_model().objects.create_user("bob-tasks"))
+    page = as_alice.get(f"/tasks/{result.id}/")
+    assert page.status_code == 200 and b"Divide" in page.content and b"job-progress" in page.content
+    body = as_alice.get(f"/tasks/{result.id}/result/").json()
+    assert body["status"] == "READY" and body["task"] == "tests.harness.django_tasks.divide"
+    assert body["attempts"] == 0 and body["return_value"] is None and body["errors"] == []
+    assert as_staff.get(f"/tasks/{result.id}/result/").status_code == 200
+    for url in (f"/tasks/{result.id}/", f"/tasks/{result.id}/result/"):
+        assert as_bob.get(url).status_code == 404  # not bob's: as if there were none
+        assert Client().get(url).status_code == 302  # to the login page
+        assert as_alice.post(url).status_code in (403, 405)  # read only
+
+
+@pytest.mark.parametrize("result_id", ["nope", "A" * 22, "..%2F..%2Fetc", "%00", "x" * 500])
+def test_a_task_page_for_no_task_is_a_404(alice, result_id):
+    client = Client()
+    client.force_login(alice)
+    assert client.get(f"/tasks/{result_id}/").status_code == 404
+    assert client.get(f"/tasks/{result_id}/result/").status_code == 404
+    job = Job.objects.create(owner=alice, kind="demo", title="Not a task")
+    assert client.get(f"/tasks/{job.id}/result/").status_code == 404
