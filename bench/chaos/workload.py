@@ -1,5 +1,6 @@
 """Users and voters against the farm, every request written into the history."""
 
+import http.client
 import random
 import threading
 import time
@@ -88,9 +89,19 @@ class Browser:
             headers["Referer"] = self.farm.url(node) + "/"
         began = time.monotonic()
         try:
-            response = self.session.request(
-                method, self.farm.url(node) + path, headers=headers, timeout=REQUEST_TIMEOUT, **kwargs
-            )
+            try:
+                response = self.session.request(
+                    method, self.farm.url(node) + path, headers=headers, timeout=REQUEST_TIMEOUT, **kwargs
+                )
+            except requests.ConnectionError as exc:
+                if not _closed_unused(exc):
+                    raise
+                # The server closed the kept-alive connection as the request
+                # went out (gunicorn's keep-alive ends): a browser sends it
+                # again on a new connection, and so does this one, once.
+                response = self.session.request(
+                    method, self.farm.url(node) + path, headers=headers, timeout=REQUEST_TIMEOUT, **kwargs
+                )
         except requests.RequestException as exc:
             self.history.add(
                 Call(self.user, node, what, began, time.monotonic() - began, None, error=repr(exc))
@@ -209,3 +220,19 @@ def voter_loop(farm: Farm, poll: int, choices: list[int], history: History, seed
                 elif voted.status_code in (200, 202):
                     history.votes_accepted.append(time.monotonic())
         time.sleep(1 / VOTES_PER_SECOND)
+
+
+def _closed_unused(exc: BaseException) -> bool:
+    """Whether the connection was closed or reset with no byte of an answer:
+    what an idle kept-alive connection's end looks like to the request sent
+    on it (Chromium sends such a request again, on a reused connection)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, http.client.RemoteDisconnected | ConnectionResetError):
+            return True
+        seen = (
+            seen.__cause__
+            or seen.__context__
+            or (seen.args[1] if len(seen.args) > 1 and isinstance(seen.args[1], BaseException) else None)
+        )
+    return False
