@@ -13,16 +13,17 @@ from typing import Any
 # Why some sends expire: while no worker is up, they would pile up in the
 # broker and all run at once when one comes back. The drainer and the
 # harvester are not expired: each run takes what the missed ones left.
-_EVERY_APP: dict[str, list[tuple[str, str, str, bool]]] = {
-    # app: [(entry, task, interval setting's keyword, expires)]
-    "webfarm.core": [("clear-expired-sessions", "webfarm.core.clear_expired_sessions", "hourly", True)],
-    "webfarm.queues": [("forget-idle-http-queues", "webfarm.queues.forget_idle", "five_minutes", True)],
+_EVERY_APP: dict[str, list[tuple[str, str, str, float | None]]] = {
+    # app: [(entry, task, interval's keyword, expires after how many intervals)]
+    "webfarm.core": [("clear-expired-sessions", "webfarm.core.clear_expired_sessions", "hourly", 1)],
+    "webfarm.queues": [("forget-idle-http-queues", "webfarm.queues.forget_idle", "five_minutes", 1)],
     "webfarm.progress": [
-        ("reap-lost-jobs", "webfarm.progress.reap_lost_jobs", "reap_every", True),
-        ("purge-ended-jobs", "webfarm.progress.purge_ended_jobs", "hourly", True),
+        # The reaper's sends may wait one more interval: it runs often, and briefly.
+        ("reap-lost-jobs", "webfarm.progress.reap_lost_jobs", "reap_every", 2),
+        ("purge-ended-jobs", "webfarm.progress.purge_ended_jobs", "hourly", 1),
     ],
-    "webfarm.activity": [("drain-sitelog", "webfarm.activity.drain_sitelog", "drain_every", False)],
-    "webfarm.stats": [("harvest-counters", "webfarm.stats.harvest_counters", "harvest_every", False)],
+    "webfarm.activity": [("drain-sitelog", "webfarm.activity.drain_sitelog", "drain_every", None)],
+    "webfarm.stats": [("harvest-counters", "webfarm.stats.harvest_counters", "harvest_every", None)],
 }
 # The task a site without the reaper would miss most (webfarm.progress.checks warns).
 REAPER = "webfarm.progress.reap_lost_jobs"
@@ -55,12 +56,11 @@ def schedule(
     for app, wanted in _EVERY_APP.items():
         if app not in installed:
             continue
-        for name, task, interval, expires in wanted:
+        for name, task, interval, expires_after in wanted:
             seconds = every[interval]
             entries[name] = {"task": task, "schedule": seconds}
-            if expires:
-                # The reaper's sends go stale sooner: a newer one is on its way.
-                entries[name]["options"] = {"expires": 2 * seconds if interval == "reap_every" else seconds}
+            if expires_after is not None:
+                entries[name]["options"] = {"expires": expires_after * seconds}
     if mirrors and "webfarm.queues" in installed:
         entries["repair-queue-mirrors"] = {"task": "webfarm.queues.repair_mirrors", "schedule": 30.0}
     return entries

@@ -6,7 +6,6 @@ the task by that path (from the database, never from memcached) and runs it
 under the job's tracker: running, heartbeat, cancel, time limit, final state.
 """
 
-import logging
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -27,8 +26,6 @@ from webfarm.djangotasks.context import ProgressContext
 from webfarm.djangotasks.results import result_of, task_of
 from webfarm.progress.api import Job, JobResult, JobType, SlotLimits, Tracker, add_source, job_ended
 
-logger = logging.getLogger(__name__)
-
 BACKEND = "webfarm.djangotasks.backend.CeleryBackend"
 DEFAULT_QUEUE = "default"
 # A job type's name is the job's kind, in counters' labels and URLs:
@@ -39,6 +36,11 @@ NAME = re.compile(r"[A-Za-z0-9_-]{1,24}")
 
 def kind_of(alias: str, queue: str) -> str:
     return f"{PREFIX}{alias}.{queue}"
+
+
+def alias_of(kind: str) -> str:
+    """The backend alias in a task job's kind (kind_of's first part)."""
+    return kind.removeprefix(PREFIX).split(".", 1)[0]
 
 
 @dataclass(frozen=True)
@@ -122,8 +124,7 @@ def send_task_finished(*, job_id: str, kind: str, **kwargs: Any) -> None:
     job = Job.objects.filter(pk=job_id).first()
     if job is None:
         return
-    alias = kind.removeprefix(PREFIX).split(".", 1)[0]
-    result = result_of(job, backend=alias)
+    result = result_of(job, backend=alias_of(kind))
     task_finished.send(type(result.task.get_backend()), task_result=result)
 
 

@@ -13,7 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from webfarm.djangotasks.jobs import PREFIX
+from webfarm.djangotasks.jobs import PREFIX, alias_of
 from webfarm.djangotasks.results import ProgressTaskResult, result_of
 from webfarm.progress.api import Job, is_valid_job_id
 
@@ -25,7 +25,7 @@ def _own_result(request: HttpRequest, result_id: str) -> ProgressTaskResult:
     job = jobs.first() if jobs is not None else None
     if job is None:
         raise Http404("No such task.")
-    return result_of(job, backend=job.kind.removeprefix(PREFIX).split(".", 1)[0])
+    return result_of(job, backend=alias_of(job.kind))
 
 
 @require_GET
