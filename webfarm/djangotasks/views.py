@@ -15,14 +15,13 @@ from django.views.decorators.http import require_GET
 
 from webfarm.djangotasks.jobs import PREFIX, alias_of
 from webfarm.djangotasks.results import ProgressTaskResult, result_of
-from webfarm.progress.api import Job, is_valid_job_id
+from webfarm.progress.api import is_valid_job_id
+from webfarm.progress.web import jobs_seen_by
 
 
 def _own_result(request: HttpRequest, result_id: str) -> ProgressTaskResult:
-    jobs = Job.objects.filter(pk=result_id, kind__startswith=PREFIX) if is_valid_job_id(result_id) else None
-    if jobs is not None and not (request.user.is_active and request.user.is_staff):
-        jobs = jobs.filter(owner=request.user)
-    job = jobs.first() if jobs is not None else None
+    seen = jobs_seen_by(request.user)
+    job = seen.filter(pk=result_id, kind__startswith=PREFIX).first() if is_valid_job_id(result_id) else None
     if job is None:
         raise Http404("No such task.")
     return result_of(job, backend=alias_of(job.kind))

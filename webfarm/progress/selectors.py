@@ -5,6 +5,8 @@ from collections.abc import Iterable
 from hmac import compare_digest
 from typing import Any
 
+from django.db.models import QuerySet
+
 from webfarm.progress import store
 from webfarm.progress.conf import lost_after
 from webfarm.progress.exceptions import ProgressUnavailable
@@ -26,6 +28,14 @@ def owner_scope(*, pk: int, is_active: bool, is_staff: bool) -> int | None:
     anyone's (None) for active staff, their own for everyone else. The one
     rule for the views and the poll gate's lanes alike."""
     return None if is_active and is_staff else pk
+
+
+def jobs_seen_by(user: Any) -> QuerySet[Job]:
+    """The jobs `user` may see and cancel, by owner_scope's rule, for views
+    that look a job up in the database."""
+    owner_id = owner_scope(pk=user.pk, is_active=user.is_active, is_staff=user.is_staff)
+    jobs = Job.objects.all()
+    return jobs if owner_id is None else jobs.filter(owner_id=owner_id)
 
 
 def job_record(

@@ -11,12 +11,6 @@ from webfarm.core.users import user_with
 from webfarm.progress import selectors, services, store
 from webfarm.progress.exceptions import UNAVAILABLE_RETRY_AFTER, ProgressUnavailable
 from webfarm.progress.ids import is_valid_job_id
-from webfarm.progress.models import Job
-
-
-def _owner_filter(request: HttpRequest) -> int | None:
-    user = request.user
-    return selectors.owner_scope(pk=user.pk, is_active=user.is_active, is_staff=user.is_staff)
 
 
 @polled
@@ -28,7 +22,7 @@ def progress_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     if not user.is_authenticated:
         return json_error(401, "Log in to see job progress.")
     # Staff follow everyone's jobs (the farm dashboard); users only their own.
-    owner_id = _owner_filter(request)
+    owner_id = selectors.owner_scope(pk=user.pk, is_active=user.is_active, is_staff=user.is_staff)
     raw = store.UNREAD if found is None else found.get(key)
 
     def lookup() -> dict[str, Any] | None:
@@ -77,11 +71,7 @@ def _polled(request: HttpRequest, lookup: Callable[[], bytes | dict[str, Any] | 
 def cancel(request: HttpRequest, job_id: str) -> HttpResponse:
     if not request.user.is_authenticated:
         return json_error(401, "Log in to cancel a job.")
-    jobs = Job.objects.filter(pk=job_id)
-    owner_id = _owner_filter(request)
-    if owner_id is not None:
-        jobs = jobs.filter(owner_id=owner_id)
-    job = jobs.first() if is_valid_job_id(job_id) else None
+    job = selectors.jobs_seen_by(request.user).filter(pk=job_id).first() if is_valid_job_id(job_id) else None
     if job is None:
         return json_error(404, "No such job.")
     try:

@@ -36,7 +36,7 @@ from webfarm.progress.models import Job
 from webfarm.progress.rebuilt import record_from_job
 from webfarm.progress.records import JobRecord
 from webfarm.progress.registry import get_job_type
-from webfarm.progress.selectors import job_record, job_rows
+from webfarm.progress.selectors import job_record, job_rows, jobs_seen_by
 from webfarm.progress.sending import BrokerUnavailable
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "flood_refusal_response",
     "job_progress",
     "job_rows",
+    "jobs_seen_by",
     "look_before_start",
     "own_page",
     "page_record",
