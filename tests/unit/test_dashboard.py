@@ -2,6 +2,7 @@
 series, server health, the queue registry, worker heartbeats, recent activity."""
 
 import json
+import re
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -15,6 +16,7 @@ from tests.harness.processes import free_port, memcached
 from webfarm.activity import recent
 from webfarm.activity.drain import drain
 from webfarm.activity.handler import QUEUE_NAME
+from webfarm.broker.transport import broker_ring
 from webfarm.core import counters
 from webfarm.core.client import get_client
 from webfarm.dashboard import series, servers
@@ -23,6 +25,7 @@ from webfarm.queues.queue import Queue
 from webfarm.queues.registry import known_queues
 from webfarm.stats.harvest import harvest
 from webfarm.stats.models import CounterMinute
+from webfarm.stats.selectors import gauges
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -160,6 +163,27 @@ def test_queue_messages_in_and_out_are_harvested_as_counters():
     assert added["queue_messages|direction=in|queue=harvested-q"] == 3
     assert added["queue_messages|direction=out|queue=harvested-q"] >= 1
     assert "queue_messages|direction=in|queue=harvested-q" not in harvest()
+
+
+def test_queues_on_the_brokers_ring_are_counted_and_shown_there(staff, settings, memcached_server):
+    """Celery's queues live on the broker's ring, under a namespace of their
+    own: read on the main ring they would show nothing in and nothing out."""
+    settings.CELERY_BROKER_URL = f"memcached://{memcached_server}"
+    settings.CELERY_BROKER_TRANSPORT_OPTIONS = {"servers": [memcached_server]}
+    ring = broker_ring()
+    queue = Queue("ringed-q", ring=ring)
+    queue.prefetch = 1
+    queue.put_many([b"a", b"b"])
+    queue.ack(queue.claim().receipt)
+    assert "ringed-q" not in known_queues()
+    added = harvest()
+    assert added["queue_messages|direction=in|queue=ringed-q|ring=broker"] == 2
+    assert added["queue_messages|direction=out|queue=ringed-q|ring=broker"] == 1
+    assert gauges()["queue_ready|queue=ringed-q|ring=broker"] == 1
+    page = staff.get("/admin/dashboard/live/").content.decode()
+    row = page[page.index('data-queue="broker:ringed-q"') :].split("</tr>")[0]
+    waiting, _, put_in, taken_out = re.findall(r">(\d+)</td>", row)[:4]
+    assert (waiting, put_in, taken_out) == ("1", "2", "1")
 
 
 def test_worker_heartbeats_show_up_silent_and_stopped():

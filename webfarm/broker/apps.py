@@ -1,6 +1,9 @@
 from django.apps import AppConfig
 from kombu.transport import TRANSPORT_ALIASES
 
+from webfarm.broker.transport import broker_ring
+from webfarm.queues.rings import add_ring
+
 
 class BrokerConfig(AppConfig):
     name = "webfarm.broker"
@@ -11,3 +14,6 @@ class BrokerConfig(AppConfig):
         # CELERY_BROKER_URL=memcached://host:port in any project that installs
         # this app: Celery connects after Django is set up, on web nodes and workers.
         TRANSPORT_ALIASES.setdefault("memcached", "webfarm.broker.transport:Transport")
+        # Celery's queues live on the broker's ring: the dashboard and the
+        # counter harvester read them there.
+        add_ring("broker", broker_ring)

@@ -20,8 +20,7 @@ from webfarm.progress.models import Job
 from webfarm.progress.selectors import job_rows
 from webfarm.progress.states import State
 from webfarm.queues.exceptions import QueueError
-from webfarm.queues.queue import Queue
-from webfarm.queues.registry import known_queues
+from webfarm.queues.rings import farm_queues
 from webfarm.stats.models import DailySummary
 from webfarm.stats.selectors import totals
 
@@ -115,16 +114,16 @@ def servers() -> list[dict[str, Any]]:
 def queues() -> tuple[list[dict[str, Any]], str]:
     """Each known queue's depth and counts, and an error if they cannot be listed."""
     try:
-        names = known_queues()
+        found, problems = farm_queues()
     except (MemcacheError, OSError) as exc:
         return [], f"memcached unreachable: {exc}"
     rows = []
-    for name in names:
+    for farm_queue in found:
         try:
-            rows.append({"name": name, **Queue(name).stats()})
-        except QueueError as exc:
-            rows.append({"name": name, "error": str(exc)})
-    return rows, ""
+            rows.append({"name": farm_queue.title, **farm_queue.queue().stats()})
+        except (QueueError, LookupError) as exc:
+            rows.append({"name": farm_queue.title, "error": str(exc)})
+    return rows, "; ".join(problems)
 
 
 def workers() -> tuple[list[dict[str, Any]], str]:

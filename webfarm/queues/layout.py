@@ -246,7 +246,7 @@ class Layout:
                     raise QueueUnavailable(f"queue {self.name}: no valid generation could be set")
             self.gen = raw.decode()
             if not self.dead:
-                registry.register(self.name, self.gen)
+                registry.register(self.name, self.gen, self._ring)
             register = getattr(self.client, "register", None)
             if register is not None:  # mirrored: the repair must know every queue
                 register(self.key_base)

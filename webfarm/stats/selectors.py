@@ -6,8 +6,7 @@ from pymemcache.exceptions import MemcacheError
 from webfarm.core.client import get_client
 from webfarm.core.counters import counter_key
 from webfarm.queues.exceptions import QueueError
-from webfarm.queues.queue import Queue
-from webfarm.queues.registry import known_queues
+from webfarm.queues.rings import farm_queues
 from webfarm.stats import sources
 from webfarm.stats.harvest import new_since
 from webfarm.stats.models import CounterSample, CounterWatermark
@@ -41,16 +40,16 @@ def gauges() -> dict[str, int]:
     letters kept, per queue. Empty when memcached cannot be asked."""
     values: dict[str, int] = {}
     try:
-        names = known_queues()
+        found, _ = farm_queues()
     except (MemcacheError, OSError):
         return values
-    for name in names:
+    for farm_queue in found:
         try:
-            stats = Queue(name).stats()
-        except QueueError:
+            stats = farm_queue.queue().stats()
+        except (QueueError, LookupError):
             continue
-        values[counter_key("queue_ready", queue=name)] = stats["ready"]
-        values[counter_key("queue_dead_letters", queue=name)] = stats["dead_letters"]
+        values[counter_key("queue_ready", **farm_queue.labels())] = stats["ready"]
+        values[counter_key("queue_dead_letters", **farm_queue.labels())] = stats["dead_letters"]
     return values
 
 

@@ -9,11 +9,13 @@ memcached having lost the count and started again.
 
 from typing import Any
 
+from pymemcache.exceptions import MemcacheError
+
 from webfarm.core.counters import GENERATION, REGISTRY, counter_key, is_counter_key, parse_counter_key
 from webfarm.core.lists import members
 from webfarm.core.tampering import refused
-from webfarm.queues.queue import Queue
-from webfarm.queues.registry import known_queues
+from webfarm.queues.exceptions import QueueError
+from webfarm.queues.rings import FarmQueue, farm_queues
 
 # Queue counts have no generation key of their own: a lost count shows as a
 # value below the watermark.
@@ -26,8 +28,9 @@ def listed(client: Any) -> list[str]:
     """Every counter key there is a value for, queues' counts included."""
     # Queue counts are read from the queues themselves, never from the registry.
     keys = [k for k in members(client, REGISTRY, is_counter_key) if not k.startswith("queue_messages|")]
-    for name in known_queues():
-        keys += [counter_key("queue_messages", direction=d, queue=name) for d in _DIRECTIONS]
+    found, _ = farm_queues()
+    for farm_queue in found:
+        keys += [counter_key("queue_messages", direction=d, **farm_queue.labels()) for d in _DIRECTIONS]
     return keys
 
 
@@ -46,16 +49,24 @@ def read(client: Any, keys: list[str]) -> dict[str, tuple[str, int]]:
             refused("counter", f"c:{key}", "not a number")
             continue
         values[key] = (generation, int(raw))
-    queues = {name for k in keys if k.startswith("queue_messages|") and (name := _queue_of(k))}
-    for name in sorted(queues):
-        stats = Queue(name).stats()
+    queues = {found for k in keys if k.startswith("queue_messages|") and (found := _queue_of(k))}
+    for farm_queue in sorted(queues, key=lambda q: (q.ring, q.name)):
+        try:
+            stats = farm_queue.queue().stats()
+        except LookupError:  # its ring is gone from the settings
+            continue
+        except (MemcacheError, OSError, QueueError):
+            if not farm_queue.ring:
+                raise
+            continue  # another ring away stops none of the main ring's counts
         for direction in _DIRECTIONS:
-            values[counter_key("queue_messages", direction=direction, queue=name)] = (
+            values[counter_key("queue_messages", direction=direction, **farm_queue.labels())] = (
                 QUEUE_GENERATION,
                 stats[direction],
             )
     return {k: v for k, v in values.items() if k in keys}
 
 
-def _queue_of(key: str) -> str | None:
-    return parse_counter_key(key)[1].get("queue")
+def _queue_of(key: str) -> FarmQueue | None:
+    labels = parse_counter_key(key)[1]
+    return FarmQueue(labels["queue"], labels.get("ring", "")) if "queue" in labels else None

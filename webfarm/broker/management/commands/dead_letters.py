@@ -8,7 +8,7 @@ from webfarm.core.conf import get_config as memcached_config
 from webfarm.queues.conf import default_queue
 from webfarm.queues.exceptions import QueueError
 from webfarm.queues.queue import DeadLetter, Queue
-from webfarm.queues.registry import known_queues
+from webfarm.queues.rings import farm_queues
 
 BATCH = 200
 
@@ -87,7 +87,7 @@ def _say_unknown(name: str) -> None:
     """A name no process of this farm has used is more likely a typo, or
     another memcached or namespace, than an empty queue: say which it could be
     (and looking must not create it, or the dashboard would list the typo)."""
-    known, config = known_queues(), memcached_config()
+    known, config = [q.title for q in farm_queues()[0]], memcached_config()
     where = f"memcached {','.join(config['SERVERS'])}, namespace {config['NAMESPACE']!r}"
     raise CommandError(
         f"no queue {name!r} has been used on {where} since it started. Known queues: "
