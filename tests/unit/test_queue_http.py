@@ -293,6 +293,31 @@ def test_a_queue_holds_at_most_its_messages_and_bytes_and_has_room_again_once_co
     assert _post(client, "/queues/big/", b"b" * 300).status_code == 201
 
 
+def test_indexes_a_producer_reserved_and_left_unwritten_take_no_room(client, settings):
+    """A producer putting fast reserves indexes in a block; paused, it leaves
+    the rest as holes until consumers pass them. They hold no message."""
+    from webfarm.queues import front
+    from webfarm.queues.queue import Queue
+
+    settings.QUEUES = {**settings.QUEUES, "HTTP_MAX_MESSAGES": 3}
+    front._recounted.clear()
+    assert _post(client, "/queues/holes/", b"m").status_code == 201
+    queue = Queue("http.holes")
+    queue.client.incr(queue.layout.key(queue.layout.generation(), "tail"), 2)
+    assert [_post(client, "/queues/holes/", b"m").status_code for _ in range(3)] == [201, 201, 507]
+    assert "holds 3 messages" in _post(client, "/queues/holes/", b"m").json()["error"]
+    # The three messages are all there: consumers pass the holes once HOLE_WAIT is up.
+    bodies = []
+
+    def consumed_three() -> bool:
+        got = client.get("/queues/holes/", **AUTH)
+        bodies.extend([got.content] if got.status_code == 200 else [])
+        return len(bodies) >= 3
+
+    processes.wait_for(consumed_three, timeout=10, interval=0.05, what="the three messages past the holes")
+    assert bodies == [b"m"] * 3
+
+
 def test_the_front_as_a_whole_holds_at_most_its_total(client, settings):
     from webfarm.queues import front
     from webfarm.queues.queue import Queue

@@ -149,6 +149,8 @@ def for_reading(name: str) -> None:
 
 
 _recounted: dict[str, float] = {}
+# queue name -> (generation, tail, entries from the floor to it) as last counted.
+_message_counts: dict[str, tuple[str, int, int]] = {}
 FRONT_BYTES = "q-front:bytes"
 
 
@@ -166,9 +168,7 @@ def admit(queue: Queue, body_size: int) -> None:
     url_name = queue.name.removeprefix(PREFIX)
     size = queue.layout.message_memory(body_size)
     stats = queue.stats()
-    # From the floor to the tail: waiting, in work, or finished but not yet passed.
-    held = max(stats["tail"] - stats["floor"] + 1, 0) + stats["dead_letters"]
-    if held >= config["HTTP_MAX_MESSAGES"]:
+    if _held_messages(queue, stats, config["HTTP_MAX_MESSAGES"]) >= config["HTTP_MAX_MESSAGES"]:
         raise QueueAtCapacity(
             f"queue '{url_name}' holds {config['HTTP_MAX_MESSAGES']} messages, as many as it may"
         )
@@ -210,6 +210,28 @@ def _take(client: Any, key: str, size: int, cap: int, recount: Callable[[], int]
         return True, True
     client.decr(key, size, noreply=True)
     return False, False
+
+
+def _held_messages(queue: Queue, stats: dict[str, int], cap: int) -> int:
+    """At least the messages `queue` holds: waiting, in work, finished but not
+    yet passed by the floor, or dead. Every index from the floor to the tail
+    is one, unless that reaches the cap: then the entries are counted (at
+    most once every RECOUNT_EVERY seconds per queue and process, each index
+    taken since counting as a message), because a producer that pauses
+    leaves the rest of its reserved block as holes until consumers pass them."""
+    floor, tail, gen = stats["floor"], stats["tail"], queue.layout.generation()
+    # This process's own reserved indexes are known to hold nothing yet.
+    own = queue.producer.unwritten(gen)
+    held = max(tail - floor + 1 - len(own), 0) + stats["dead_letters"]
+    if held < cap:
+        return held
+    counted = _message_counts.get(queue.name)
+    may_recount = _may_recount(f"{queue.name}:messages")
+    if may_recount or counted is None or counted[0] != gen or counted[1] > tail:
+        counted = (gen, tail, queue.inspector.entries_between(floor, tail))
+        _message_counts[queue.name] = counted
+    taken_since = tail - counted[1] - sum(1 for index in own if index > counted[1])
+    return min(held, counted[2] + max(taken_since, 0) + stats["dead_letters"])
 
 
 def _may_recount(key: str) -> bool:

@@ -1,5 +1,7 @@
 """Looking at a queue without consuming it: stats, peek, what it holds."""
 
+from collections.abc import Iterator
+
 from webfarm.queues import entries
 from webfarm.queues.entries import BadEntry
 from webfarm.queues.layout import (
@@ -110,10 +112,19 @@ class Inspector:
             )
             floor = number(found.get(self.layout.key(gen, "floor")), 1) or 1
             tail = number(found.get(self.layout.key(gen, "tail")), 0) or 0
-            held = 0
-            for start in range(floor, tail + 1, SCAN_BATCH):
-                keys = [self.layout.key(gen, "m", i) for i in range(start, min(start + SCAN_BATCH, tail + 1))]
-                held += sum(map(self.layout.held_memory, self.layout.client.get_many(keys).values()))
+            held = sum(map(self.layout.held_memory, self._entries(gen, floor, tail)))
         if not self.layout.dead and found.get(f"d{self.layout.key_base}:gen") is not None:
             held += self.dead_letters().held_bytes()
         return held
+
+    def entries_between(self, floor: int, tail: int) -> int:
+        """How many entries there are from `floor` to `tail` (a scan): the
+        indexes in between that hold nothing are holes, reserved by a
+        producer and never written, which consumers will pass."""
+        with memcached_errors():
+            return sum(1 for _ in self._entries(self.layout.generation(), floor, tail))
+
+    def _entries(self, gen: str, floor: int, tail: int) -> Iterator[bytes]:
+        for start in range(floor, tail + 1, SCAN_BATCH):
+            keys = [self.layout.key(gen, "m", i) for i in range(start, min(start + SCAN_BATCH, tail + 1))]
+            yield from self.layout.client.get_many(keys).values()

@@ -203,6 +203,10 @@ class Producer:
 
         return reserved
 
+    def unwritten(self, gen: str) -> list[int]:
+        """The indexes this producer reserved in `gen` and has not written yet."""
+        return list(self._reserve) if self._reserve_gen == gen else []
+
     def _take_indexes(self, gen: str, count: int) -> list[int] | None:
         """`count` indexes for new entries: from this producer's reserve, else
         from the tail. A producer putting fast reserves a growing block with
