@@ -5,7 +5,7 @@ The baseline is celery-progress's endpoint as a team runs it: a
 middleware, results in Redis, a task halfway through. Ours run in the same
 gunicorn set-up, twice: with the poll gate (webfarm.progress.pollgate, the site's
 default) and without it (PROGRESS_POLL_GATE=0: Django's whole chain). The
-bare view reading one memcached key through Django is issue 16's floor.
+bare view reading one memcached key through Django is the floor.
 
 The job is kept running by a publisher process, as a worker keeps a
 report's record beating, so the record and the document the polls read are
@@ -31,7 +31,7 @@ DURATION = os.environ.get("BENCH_DURATION", "8s")
 CONNECTIONS = os.environ.get("BENCH_CONNECTIONS", "32")
 THREADS = "2"
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
-# Every site's gunicorn: as `make run` serves (Procfile), and as issue 30 measured.
+# Every site's gunicorn: as `make run` serves (Procfile), and as docs/benchmarks.md measured.
 SERVER = {"workers": 3, "threads": 4}
 TOKEN = uuid.uuid4().hex
 

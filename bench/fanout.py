@@ -1,4 +1,4 @@
-"""One job on many workers (issue 18), each figure against a baseline from
+"""One job on many workers (docs/jobs.md), each figure against a baseline from
 the same run:
 
 - the sales report split in parts, on one worker process and on two (this

@@ -1,4 +1,4 @@
-"""A chaos run (issue 31): a farm under a workload of users, a
+"""A chaos run: a farm under a workload of users, a
 nemesis that injects faults at moments a seed picks, and a checker that
 reads the whole history afterwards, as Jepsen does.
 
@@ -18,7 +18,7 @@ reads the whole history afterwards, as Jepsen does.
   unplugged, and a worker or web host's way to memcached cut; the
   schedule comes from the seed alone and is printed, so a failing run is
   replayed with the same seed (`nemesis.py`);
-- checker: the invariants of issue 31 on the history and the farm's state
+- checker: the invariants (checker.py) on the history and the farm's state
   once every fault is healed (`checker.py`).
 
 Every process, namespace and the scratch directory go when the run ends.

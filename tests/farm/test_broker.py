@@ -201,7 +201,7 @@ def test_a_worker_that_fails_an_ack_while_memcached_restarts_takes_tasks_again(t
     """A `-c 1` worker finishes its task while the broker's memcached is down:
     the ack cannot reach it. Once memcached is back (empty, as after a
     restart) the worker takes the next task: a failed ack must not keep its
-    one prefetch slot for good (the chaos run of issue 31 saw workers go deaf)."""
+    one prefetch slot for good (a chaos run saw workers go deaf)."""
     with processes.stopped_after() as started:
         broker, worker, broker_mc, broker_address = _broker_apart(tmp_path, started, "restarted")
         key = uuid.uuid4().hex

@@ -1,4 +1,4 @@
-"""One job, many workers (issue 18), on real processes: PostgreSQL, one
+"""One job, many workers (docs/jobs.md), on real processes: PostgreSQL, one
 memcached (store and broker), a web node, beat running the reaper every
 second, and two Celery workers of one process each. Jobs are split in parts
 that run at once on both; one combined bar; a worker killed under a part;

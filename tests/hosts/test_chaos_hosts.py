@@ -1,7 +1,7 @@
 """A short chaos run on hosts (bench/chaos --hosts): each process of the
 farm on a test host of its own (tests/harness/hosts.py), and among the
 faults a seed picks, hosts unplugged and paths to memcached cut; every
-invariant of issue 31 checked afterwards. The loopback run is
+invariant of bench/chaos/checker.py checked afterwards. The loopback run is
 tests/farm/test_chaos.py; the long runs are in docs/testing.md."""
 
 import os

@@ -106,7 +106,7 @@ class QoS(virtual.QoS):
     kombu's own bookkeeping is done whatever memcached says: a delivery tag
     left in `_delivered` holds one slot of the prefetch window for good, and
     a worker of one process whose ack failed while memcached restarted took
-    no task again (issue 31). What memcached could not hear is tried again
+    no task again (a chaos run found it). What memcached could not hear is tried again
     by the channel (Channel._finish)."""
 
     def ack(self, delivery_tag: str) -> None:

@@ -1,5 +1,5 @@
 """A job split into parts that run as separate tasks on any workers, and the
-count of the parts still to finish (issue 18's fan-out; the combined bar and
+count of the parts still to finish (the fan-out of docs/jobs.md; the combined bar and
 the tasks build on this).
 
 Each part's row (JobPart) is the durable record of whether it finished. The

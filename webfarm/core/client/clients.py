@@ -88,7 +88,7 @@ def get_values(keys: Iterable[str], ring: StableHashClient | None = None) -> dic
 
     What the ring's get_many answers, for a request's path: without the
     ring's pool and its second guard around each call, a poll's read costs
-    a sixth less CPU (docs/benchmarks.md, issue 30)."""
+    a sixth less CPU (docs/benchmarks.md)."""
     ring = ring or get_client()
     by_server: dict[str, list[str]] = {}
     for key in keys:
