@@ -134,7 +134,7 @@ def _refused(monkeypatch, times: int = 1) -> None:
 
     real, refusals = store.update, [times]
 
-    def refuse(job_id, change):
+    def refuse(job_id, change, **kwargs):
         refusals[0] -= 1
         if not refusals[0]:
             monkeypatch.setattr(store, "update", real)

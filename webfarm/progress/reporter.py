@@ -210,7 +210,7 @@ class ProgressReporter:
             record.percent = round(fraction * 100, 1)
             record.updated_at = record.heartbeat_at = now
             try:
-                stored = store.update(record.job, self._onto)
+                stored = store.update(record.job, self._onto, read_token=record.read_token)
                 if stored is None:  # memcached lost it (restart): put ours back, if still ours
                     stored = self._rebuilt()
                 if stored is not None and self._ended_in(stored):

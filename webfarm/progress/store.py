@@ -21,7 +21,7 @@ from contextlib import contextmanager, suppress
 
 from pymemcache.exceptions import MemcacheError
 
-from webfarm.core.client import MetaBatch, get_client, get_values, read_by_nginx
+from webfarm.core.client import MetaBatch, MetaReply, get_client, get_values, read_by_nginx
 from webfarm.core.seal import seal, seal_json, unseal, unseal_json
 from webfarm.core.slots import SlotsTaken, Taking
 from webfarm.core.tampering import refused
@@ -177,25 +177,41 @@ def create_if_missing(record: JobRecord) -> bool:
     return bool(stored)
 
 
-def write(record: JobRecord) -> None:
+def write(record: JobRecord, *, batch: MetaBatch | None = None) -> list[MetaReply]:
+    """Write the record over whatever memcached holds. A final one goes with
+    its public document and the job's cancel flag dropped, and with what the
+    caller put in `batch` (its counters), all in one round trip; the batch's
+    replies are returned."""
+    batch = batch or MetaBatch()
+    stored = batch.set(record_key(record.job), f"T{_ttl(record)}", value=_sealed(record))
+    if record.is_final:
+        if record.read_token:
+            public, document, expire = _public_document(record)
+            batch.set(public, f"T{expire}", value=document)
+        batch.delete(cancel_key(record.job))  # it has done its work (else it expires)
     with _memcached("set"):
-        stored = get_client().set(record_key(record.job), _sealed(record), expire=_ttl(record))
-    if not stored:
+        replies = batch.run(errors=True)
+    if not replies[stored].done:
         raise ProgressUnavailable("memcached refused the write (out of memory?)")
-    publish(record)
+    if not record.is_final:
+        publish(record)
+    return replies
 
 
-def update(job_id: str, change: Callable[[JobRecord], bool]) -> JobRecord | None:
+def update(job_id: str, change: Callable[[JobRecord], bool], *, read_token: str = "") -> JobRecord | None:
     """Apply `change` atomically (gets/cas). `change` returns False to leave it;
     it sees the job's cancel flag as `cancel_requested`.
 
     Returns the record as it stands afterwards, or None if there is none.
+    `read_token`: the job's, if the caller knows it: its public document is
+    then read with the record and written with it, two round trips in all.
     """
     client = get_client()
     key, flag = record_key(job_id), cancel_key(job_id)
+    public = public_key(job_id, read_token) if read_token else None
     for _ in range(CAS_ATTEMPTS):
         with _memcached("gets"):
-            found = client.gets_many([key, flag])
+            found = client.gets_many([key, flag] if public is None else [key, flag, public])
         raw, token = found.get(key, (None, None))
         if raw is None:
             return None
@@ -207,14 +223,40 @@ def update(job_id: str, change: Callable[[JobRecord], bool]) -> JobRecord | None
         if not change(record):
             return record
         record.updated_at = time.time()
-        with _memcached("cas"):
-            stored = client.cas(record_key(job_id), _sealed(record), token, expire=_ttl(record))
+        if public is not None and record.read_token == read_token and not record.is_final:
+            stored = _cas_with_document(record, token, found.get(public, (None, None)))
+        else:
+            with _memcached("cas"):
+                stored = client.cas(record_key(job_id), _sealed(record), token, expire=_ttl(record))
+            if stored:
+                publish(record)
         if stored:
-            publish(record)
             return record
         if stored is None:  # the key vanished between gets and cas
             return None
     raise ProgressUnavailable(f"job {job_id}: record kept changing, update abandoned")
+
+
+def _cas_with_document(record: JobRecord, token: bytes, document_found: tuple) -> bool | None:
+    """cas the running record and its public document in one round trip:
+    True stored, False changed meanwhile, None gone. The document goes by
+    its own cas (or add): should the record's cas fail, whoever changed the
+    record writes the document after it, so the last document is theirs."""
+    batch = MetaBatch()
+    stored = batch.set(record_key(record.job), f"T{_ttl(record)}", f"C{int(token)}", value=_sealed(record))
+    public, document, expire = _public_document(record)
+    current, current_token = document_found
+    if current is None:
+        batch.set(public, f"T{expire}", "ME", value=document)
+    elif not _final_document(public, current):
+        batch.set(public, f"T{expire}", f"C{int(current_token)}", value=document)
+    with _memcached("cas"):
+        replies = batch.run(errors=True)
+    if replies[stored].done:
+        return True
+    if replies[stored].refused:
+        raise ProgressUnavailable("memcached refused the write (out of memory?)")
+    return None if replies[stored].missing else False
 
 
 # A cancel flag is sealed like a record: one planted by anyone who can reach

@@ -99,6 +99,11 @@ class MetaReply:
         return self.status == b"EX"
 
     @property
+    def missing(self) -> bool:
+        """NF: no such item (ms with a CAS, md, ma)."""
+        return self.status == b"NF"
+
+    @property
     def refused(self) -> bool:
         """SERVER_ERROR: memcached refused the command (out of memory under -M)."""
         return self.status == b"SERVER_ERROR"
