@@ -19,11 +19,12 @@ import re
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from pymemcache.exceptions import MemcacheError
 
-from webfarm.core.client import get_client
+from webfarm.core.client import MetaBatch, MetaReply, get_client
 from webfarm.core.lists import add_member
 from webfarm.core.tampering import value_refused
 
@@ -103,6 +104,27 @@ def _incr(client, key: str, n: int) -> None:
         _known.add(key)
 
 
+# What count_in() returns: call it with the batch's replies (None if it did not run).
+Settle = Callable[[list[MetaReply] | None], None]
+
+
+def count_in(batch: MetaBatch, name: str, n: int = 1, **labels: str) -> Settle:
+    """count(), riding in the caller's batch of meta commands: no round trip
+    of its own once the counter exists in this process. What the batch could
+    not count (its first use here, memcached lost it, the batch never ran)
+    the returned settle counts the careful way."""
+    key = counter_key(name, **labels)
+    if key not in _known:
+        return lambda replies: count(name, n, **labels)
+    index = batch.arithmetic(f"c:{key}", f"D{n}")
+
+    def settle(replies: list[MetaReply] | None) -> None:
+        if replies is None or not replies[index].done:
+            count(name, n, **labels)
+
+    return settle
+
+
 def dropped_here() -> int:
     return _dropped
 
@@ -123,8 +145,16 @@ DURATION_BUCKETS = (1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600)
 
 def observe_duration(name: str, seconds: float, **labels: str) -> None:
     """Count a duration in the first bucket it fits ("inf" past the last)."""
-    bound = next((str(b) for b in DURATION_BUCKETS if seconds <= b), "inf")
-    count(name, le=bound, **labels)
+    count(name, le=_bucket(seconds), **labels)
+
+
+def observe_in(batch: MetaBatch, name: str, seconds: float, **labels: str) -> Settle:
+    """observe_duration(), riding in the caller's batch (count_in)."""
+    return count_in(batch, name, le=_bucket(seconds), **labels)
+
+
+def _bucket(seconds: float) -> str:
+    return next((str(b) for b in DURATION_BUCKETS if seconds <= b), "inf")
 
 
 # -- counted on hot paths: tallied in the process, sent once a second by a thread --

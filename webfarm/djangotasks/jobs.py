@@ -114,17 +114,21 @@ class TaskJobType(JobType):
         return JobResult(value=value, summary="done")
 
 
-def send_task_finished(*, job_id: str, kind: str, **kwargs: Any) -> None:
+def send_task_finished(
+    *, job_id: str, kind: str, job: Job | None = None, record: Any = None, **kwargs: Any
+) -> None:
     """task_finished for a task's job, however it ended: run to its end (on
     the worker), cancelled before it started (where it was cancelled), lost
     (where the reaper found it). The result is the row's, as get_result()
-    reads it afterwards."""
+    reads it afterwards: the ender's row and record when it has them, else
+    read."""
     if not kind.startswith(PREFIX):
         return
-    job = Job.objects.filter(pk=job_id).first()
+    job = job if job is not None else Job.objects.filter(pk=job_id).first()
     if job is None:
         return
-    result = result_of(job, backend=alias_of(kind))
+    progress = record.public() if record is not None else None
+    result = result_of(job, backend=alias_of(kind), progress=progress)
     task_finished.send(type(result.task.get_backend()), task_result=result)
 
 

@@ -39,12 +39,13 @@ class BrokerUnavailable(Exception):
         self.full = full
 
 
-def send_job(job: Job, job_type: JobTypeBase, *, slots: list[str]) -> None:
+def send_job(job: Job, job_type: JobTypeBase, *, slots: list[str], noted: bool = False) -> None:
     """Hand the job's task to the broker. A broker that cannot take it
     (unreachable, or full: a memcached broker under -M) ends the job as
-    failed, frees its slots, and raises BrokerUnavailable."""
+    failed, frees its slots, and raises BrokerUnavailable. `noted`: the row
+    says it was sent already (create_job(sending=True))."""
     try:
-        send_task(job, job_type)
+        send_task(job, job_type, noted=noted)
     except (OperationalError, QueueError) as exc:
         full = isinstance(exc, QueueFull)
         logger.error("job %s not queued: broker %s: %s", job.id, "full" if full else "unavailable", exc)
@@ -53,10 +54,11 @@ def send_job(job: Job, job_type: JobTypeBase, *, slots: list[str]) -> None:
         raise BrokerUnavailable(str(exc), full=full) from exc
 
 
-def send_task(job: Job, job_type: JobTypeBase) -> None:
+def send_task(job: Job, job_type: JobTypeBase, *, noted: bool = False) -> None:
     """Send the job's task (a job split in parts: the task of every part
-    still queued) and note it on the row (the reaper sends again what never
-    left or what the broker lost). Raises what the broker raises."""
+    still queued) and note it on the row, unless `noted` (the reaper sends
+    again what never left or what the broker lost). Raises what the broker
+    raises."""
     options = task_options(job_type)
     if job.part_count:
         # A first send finds every part queued, as create_job made them.
@@ -69,7 +71,8 @@ def send_task(job: Job, job_type: JobTypeBase) -> None:
             current_app.send_task(RUN_PART, args=[job.id, index], **options)
     else:
         current_app.send_task(RUN_JOB, args=[job.id], **options)
-    Job.objects.filter(pk=job.id).update(sent_at=timezone.now(), sends=F("sends") + 1)
+    if not noted:
+        Job.objects.filter(pk=job.id).update(sent_at=timezone.now(), sends=F("sends") + 1)
 
 
 def send_part(job: Job, index: int) -> None:

@@ -12,7 +12,8 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import DatabaseError, transaction
 
-from webfarm.core.counters import count, count_soon, observe_duration
+from webfarm.core.client import MetaBatch
+from webfarm.core.counters import count_in, count_soon, observe_in
 from webfarm.core.slots import Lease, Taking
 from webfarm.progress import store
 from webfarm.progress.conf import lost_after
@@ -50,6 +51,7 @@ def create_job(
     read_token: str = "",
     taking: Taking | None = None,
     parts: Sequence[PartSpec] = (),
+    sending: bool = False,
 ) -> Job:
     """Record a queued job in the database and in memcached, both or neither.
 
@@ -59,41 +61,56 @@ def create_job(
     SlotsTaken, with nothing recorded, if a racer took one first).
     `read_token` is given for a retry, which keeps its job's progress URL.
     `parts`: the job is split in these parts (webfarm.progress.countdown).
+    `sending`: the caller sends its task next (send_task(noted=True)).
     Raises ProgressUnavailable when memcached cannot take the record.
     """
     now = time.time()
-    with transaction.atomic():
-        job = Job.objects.create(
-            id=job_id or new_job_id(),
-            owner=owner,
-            kind=kind,
-            title=title,
-            params=params,
-            retry_of=retry_of,
-            attempt=attempt,
-            read_token=read_token or new_read_token(),
-            part_count=len(parts),
-        )
-        if parts:
+    job = Job(
+        id=job_id or new_job_id(),
+        owner=owner,
+        kind=kind,
+        title=title,
+        params=params,
+        retry_of=retry_of,
+        attempt=attempt,
+        read_token=read_token or new_read_token(),
+        part_count=len(parts),
+        # Its send is noted here, not after: one write for the row. A process
+        # that dies between the two leaves the reaper a job sent and still
+        # queued, which it sends again after RESEND_AFTER.
+        sent_at=_dt(now) if sending else None,
+        sends=1 if sending else 0,
+    )
+    record = JobRecord(
+        job=job.id,
+        owner=owner.pk if owner is not None else 0,
+        kind=kind,
+        title=title,
+        percent=0.0,
+        message="waiting for a worker",
+        created_at=now,
+        updated_at=now,
+        attempt=attempt,
+        slots=slots or [],
+        read_token=job.read_token,
+        parts=[PartProgress(size=spec.size) for spec in parts],
+    )
+    counters = {left_key(job.id): len(parts)} if parts else None
+    if parts:
+        with transaction.atomic():
+            job.save(force_insert=True)
             create_parts(job, parts)
-        store.create(
-            JobRecord(
-                job=job.id,
-                owner=owner.pk if owner is not None else 0,
-                kind=kind,
-                title=title,
-                percent=0.0,
-                message="waiting for a worker",
-                created_at=now,
-                updated_at=now,
-                attempt=attempt,
-                slots=slots or [],
-                read_token=job.read_token,
-                parts=[PartProgress(size=spec.size) for spec in parts],
-            ),
-            taking=taking,
-            counters={left_key(job.id): len(parts)} if parts else None,
-        )
+            store.create(record, taking=taking, counters=counters)
+    else:
+        # One statement in its own transaction, taken back by hand if
+        # memcached does not take the record: a round trip to the database
+        # instead of three.
+        job.save(force_insert=True)
+        try:
+            store.create(record, taking=taking, counters=counters)
+        except BaseException:
+            Job.objects.filter(pk=job.id).delete()
+            raise
     count_soon("jobs", kind=kind, state=State.QUEUED)
     return job
 
@@ -131,7 +148,7 @@ def begin_job(job_id: str, *, worker: str = "", job: Job | None = None) -> JobRe
         return True
 
     try:
-        record = store.update(job_id, start)
+        record = store.update(job_id, start, read_token=job.read_token)
         if record is None:  # evicted or memcached restarted: rebuild from the row
             record = record_from_job(job)
             record.cancel_requested = store.is_cancel_requested(job_id)
@@ -156,7 +173,7 @@ def begin_job(job_id: str, *, worker: str = "", job: Job | None = None) -> JobRe
             finish_job(record, State(job.state), ending=State(job.state), error=job.error)
         raise JobNotRunnable(f"job {job_id} is {job.state}")
     job.state, job.started_at, job.worker = State.RUNNING, _dt(now), worker
-    count("jobs", kind=job.kind, state=State.RUNNING)
+    count_soon("jobs", kind=job.kind, state=State.RUNNING)
     return record
 
 
@@ -171,12 +188,14 @@ def finish_job(
     value: Any = None,
     errors: list[dict[str, str]] | None = None,
     release_slots: bool = True,
+    job: Job | None = None,
 ) -> bool:
     """End the job as `state`, if its row is still `ending` (the state this
     ending comes from): the row decides who ends a job, so a run that the
     reaper took for lost meanwhile writes nothing over the `lost`. Returns
     whether this call ended it. `value` and `errors` are for API clients
-    (what the body returned; the exception that ended it, see error_of())."""
+    (what the body returned; the exception that ended it, see error_of()).
+    `job`: the caller's row, brought up to date here."""
     now = time.time()
     record.state = state
     record.error = error
@@ -204,15 +223,22 @@ def finish_job(
     if not ended:
         logger.warning("job %s was not %s any more: not ended as %s here", record.job, ending, state)
         return False
+    if job is not None:  # the caller's row, as the update above left it
+        job.state, job.error, job.result_url, job.finished_at = state, error, result_url, _dt(now)
+        for name, value in fields.items():
+            setattr(job, name, value)
     if release_slots:
         Lease(holder=record.job, ttl=0, keys=record.slots).release()
-    store.forget_cancel(record.job)
-    count("jobs", kind=record.kind, state=state)
+    # The counts ride with the final write: one round trip for the end.
+    batch = MetaBatch()
+    settles = [count_in(batch, "jobs", kind=record.kind, state=state)]
     if record.started_at is not None and state == State.SUCCEEDED:
-        observe_duration("job_seconds", now - record.started_at, kind=record.kind)
+        settles.append(observe_in(batch, "job_seconds", now - record.started_at, kind=record.kind))
+    replies = None
     for attempt in range(FINAL_WRITE_ATTEMPTS):
         try:
-            store.write(record)
+            written = store.write(record, batch=batch if attempt == 0 else None)
+            replies = written if attempt == 0 else None
             break
         except ProgressUnavailable as exc:
             if attempt == FINAL_WRITE_ATTEMPTS - 1:
@@ -223,13 +249,20 @@ def finish_job(
                 logger.error("job %s: final state %s kept in the database only: %s", record.job, state, exc)
             else:
                 time.sleep(FINAL_WRITE_PAUSE * (attempt + 1))
-    announce_end(record.job, record.kind, state)
+    for settle in settles:
+        settle(replies)
+    announce_end(record.job, record.kind, state, job=job, record=record)
     return True
 
 
-def announce_end(job_id: str, kind: str, state: State) -> None:
-    """job_ended, once the row holds the end; a failing receiver is logged."""
-    for receiver, outcome in job_ended.send_robust(Job, job_id=job_id, kind=kind, state=state.value):
+def announce_end(
+    job_id: str, kind: str, state: State, *, job: Job | None = None, record: JobRecord | None = None
+) -> None:
+    """job_ended, once the row holds the end; a failing receiver is logged.
+    `job` and `record`, when the caller has them as they ended, spare the
+    receivers a read of each."""
+    ended = job_ended.send_robust(Job, job_id=job_id, kind=kind, state=state.value, job=job, record=record)
+    for receiver, outcome in ended:
         if isinstance(outcome, Exception):
             logger.error("job %s: %r failed on its end: %r", job_id, receiver, outcome)
 
@@ -298,19 +331,19 @@ def track_job(job_id: str, *, worker: str = "", job: Job | None = None) -> Itera
     """Run a job's body: running on entry, a final state on exit, a heartbeat
     in between (see tracking()). `job`: its row, if just read."""
     record = begin_job(job_id, worker=worker, job=job)
-    with tracking(record, ProgressReporter(record)) as tracker:
+    with tracking(record, ProgressReporter(record), job=job) as tracker:
         yield tracker
 
 
 @contextmanager
-def tracking(record: JobRecord, reporter: ProgressReporter) -> Iterator[Tracker]:
+def tracking(record: JobRecord, reporter: ProgressReporter, *, job: Job | None = None) -> Iterator[Tracker]:
     """Track a running job's body (the whole job, or the merge of a job split
     in parts): a heartbeat while it runs, a final state on exit.
     JobCancelled ends it as cancelled; JobFailed as failed with its message;
     a time limit as failed; anything else as failed and re-raised. JobEnded
     (the reaper took the job for lost while this run was stalled) ends the
     run without touching the job: it is over, and maybe running again as a
-    retry."""
+    retry. `job`: the job's row, kept up to date with its end."""
     job_id = record.job
     tracker = Tracker(reporter)
     keep_slots(reporter, record)
@@ -328,7 +361,12 @@ def tracking(record: JobRecord, reporter: ProgressReporter) -> Iterator[Tracker]
         logger.exception("job %s crashed", job_id)
         record.metadata = reporter.kept_metadata()
         finish_job(
-            record, State.FAILED, ending=State.RUNNING, error=internal_error(job_id), errors=[error_of(exc)]
+            record,
+            State.FAILED,
+            ending=State.RUNNING,
+            error=internal_error(job_id),
+            errors=[error_of(exc)],
+            job=job,
         )
         raise
     else:
@@ -346,6 +384,7 @@ def tracking(record: JobRecord, reporter: ProgressReporter) -> Iterator[Tracker]
         summary=result.summary,
         value=result.value,
         errors=errors,
+        job=job,
     )
 
 

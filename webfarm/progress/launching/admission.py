@@ -147,6 +147,7 @@ def start_job(
                 slots=taking.keys,
                 taking=taking,
                 parts=parts,
+                sending=not parts,
             )
         except SlotsTaken:  # a racer took a free slot first: look again
             time.sleep(config["START_PAUSE"] * (attempt + 1))
@@ -154,7 +155,7 @@ def start_job(
         except BaseException:
             lease.release()
             raise
-        send_job(job, job_type, slots=lease.keys)
+        send_job(job, job_type, slots=lease.keys, noted=not parts)
         return job
     # Every try lost a race. A last look refuses with the limit that is full
     # now; if none is, the one with the least room is where the racers met.
