@@ -12,6 +12,7 @@ from bench import (
     queue,
     roundtrips,
     shedding,
+    task_path,
     tasks,
 )
 
@@ -38,6 +39,8 @@ def main() -> None:
     print(fanout.report(fanout.run()), flush=True)
     print()
     print(tasks.report(tasks.run()), flush=True)
+    print()
+    print(task_path.report(task_path.run()), flush=True)
     print()
     print(memory.report(memory.run()), flush=True)
 

@@ -3,6 +3,8 @@ belongs to one), and a loop with and without progress on ours."""
 
 import time
 
+from celery import shared_task
+
 from webfarm.djangotasks.compat import task
 
 
@@ -22,6 +24,12 @@ def db_stamp() -> float:
 
 @task(backend="fennel")
 def fennel_stamp() -> float:
+    return _started()
+
+
+@shared_task(ignore_result=False)
+def bare_stamp() -> float:
+    """The floor: a plain Celery task, its result in the result backend."""
     return _started()
 
 

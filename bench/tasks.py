@@ -2,7 +2,8 @@
 worker processes each: ours (webfarm.djangotasks over the memcached
 broker, then over Redis as the broker), django-tasks-db (PostgreSQL and
 its db_worker) and django-tasks-fennel (Celery on Redis, results in
-Redis). For each: what an
+Redis); and, as the floor ours stands on, a plain Celery task on the
+memcached broker with its result in Redis. For each: what an
 enqueue() costs the caller, enqueue to start (p50, p99, one at a time),
 and tasks/s for a burst, every result read back with get_result(). Then,
 on ours, what progress costs a task: the same loop with each step reported
@@ -18,6 +19,7 @@ from pathlib import Path
 from tests.harness import processes
 
 NAMES = {
+    "bare": "bare Celery (memc.)",
     "default": "ours (memcached)",
     "ours-redis": "ours (Redis broker)",
     "db": "django-tasks-db",
@@ -25,9 +27,11 @@ NAMES = {
 }
 
 
-def _client(env: dict, alias: str) -> dict[str, float]:
+def figures_of(env: dict, module: str, *args: str) -> tuple[dict, str]:
+    """Run `python -m module args` in the site's environment: the JSON its
+    last line prints, and what it wrote to stderr."""
     done = subprocess.run(
-        [sys.executable, "-m", "bench.tasks_client", alias],
+        [sys.executable, "-m", module, *args],
         env=env,
         cwd=processes.ROOT,
         capture_output=True,
@@ -35,8 +39,12 @@ def _client(env: dict, alias: str) -> dict[str, float]:
         timeout=900,
     )
     if done.returncode:
-        raise RuntimeError(f"bench.tasks_client {alias} failed:\n{done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        raise RuntimeError(f"{module} {' '.join(args)} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+def _client(env: dict, alias: str) -> dict[str, float]:
+    return figures_of(env, "bench.tasks_client", alias)[0]
 
 
 def run() -> dict[str, dict[str, float]]:
@@ -65,6 +73,13 @@ def run() -> dict[str, dict[str, float]]:
             "CELERY_BROKER_URL": f"memcached://{address}",
             "CELERY_TASK_DEFAULT_QUEUE": "benchtasks",
         }
+        # The floor: a plain Celery task on the same broker, its result in Redis.
+        bare = {**ours, "BENCH_RESULT_BACKEND": redis_url, "CELERY_TASK_DEFAULT_QUEUE": "benchbare"}
+        worker = processes.celery_worker(bare, workdir, "worker-bare", include="bench.task_defs")
+        started.append(worker)
+        results["bare"] = _client(bare, "bare")
+        worker.stop()
+
         # Each worker is in `started` too: a client that fails stops nothing itself.
         worker = processes.celery_worker(ours, workdir, "worker-ours", include="bench.task_defs")
         started.append(worker)
@@ -125,10 +140,11 @@ def report(results: dict[str, dict[str, float]]) -> str:
             f" {r['tasks_per_s']:8.0f}"
         )
     ours = results["default"]
-    for alias in ("ours-redis", "db", "fennel"):
+    for alias in ("bare", "ours-redis", "db", "fennel"):
         lines.append(
             f"ours / {NAMES[alias]}: tasks/s {ours['tasks_per_s'] / results[alias]['tasks_per_s']:.2f}, "
-            f"p50 {ours['p50_ms'] / results[alias]['p50_ms']:.2f}"
+            f"p50 {ours['p50_ms'] / results[alias]['p50_ms']:.2f}, "
+            f"enqueue {ours['enqueue_ms'] / results[alias]['enqueue_ms']:.2f}"
         )
     lines.append(
         f"progress, on ours: a loop of steps took {ours['plain_s']:.3f} s bare, "

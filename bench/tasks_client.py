@@ -58,6 +58,32 @@ def stamps(alias: str) -> dict[str, float]:
     }
 
 
+def bare_stamps() -> dict[str, float]:
+    """The same figures for a plain Celery task (delay(), AsyncResult.get()):
+    the floor a django.tasks backend on Celery stands on."""
+    from bench import task_defs
+
+    stamp = task_defs.bare_stamp
+    for _ in range(10):
+        stamp.delay().get(timeout=60)
+    latencies = []
+    for _ in range(SEQUENTIAL):
+        sent = time.time()
+        latencies.append((stamp.delay().get(timeout=60) - sent) * 1000)
+    latencies.sort()
+    first = time.time()
+    began = time.perf_counter()
+    burst = [stamp.delay() for _ in range(BURST)]
+    enqueued = time.perf_counter() - began
+    starts = [result.get(timeout=180) for result in burst]
+    return {
+        "enqueue_ms": enqueued / BURST * 1000,
+        "p50_ms": statistics.median(latencies),
+        "p99_ms": latencies[int(len(latencies) * 0.99) - 1],
+        "tasks_per_s": BURST / (max(starts) - first),
+    }
+
+
 def progress_cost() -> dict[str, float]:
     from bench import task_defs
 
@@ -71,7 +97,7 @@ def main() -> None:
 
     django.setup()
     alias = sys.argv[1]
-    figures = stamps("ours" if alias == "default" else alias)
+    figures = bare_stamps() if alias == "bare" else stamps("ours" if alias == "default" else alias)
     if alias == "default" and not os.environ.get("BENCH_SKIP_LOOP"):
         figures.update(progress_cost())
     print(json.dumps(figures))
