@@ -106,7 +106,10 @@ def test_a_job_over_its_time_limit_is_stopped_and_shown_failed(farm):
         assert final["state"] == "failed"
         assert final["error"] == "The job took longer than its time limit and was stopped."
         assert 0 < final["percent"] < 100
-        assert f"job {job} ended: failed" in farm.worker.log()
+        # Logged once the end is written, which the poll may see first.
+        processes.wait_for(
+            lambda: f"job {job} ended: failed" in farm.worker.log(), timeout=10, what="the worker's log line"
+        )
     finally:
         node.stop()
 
