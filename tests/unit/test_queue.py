@@ -271,7 +271,10 @@ def test_a_fast_producer_reserves_index_blocks_and_leftovers_are_only_holes(fast
     assert slow.stats()["tail"] == 5
 
 
-def test_interleaved_producers_and_consumers_deliver_everything_once(fast):
+def test_interleaved_producers_and_consumers_deliver_everything_once(fast, settings):
+    # Every claim is acknowledged at once: a claim lapsing while a loaded
+    # machine holds this process back is a redelivery, not what is tested here.
+    settings.QUEUES = {**settings.QUEUES, "VISIBILITY_TIMEOUT": 60}
     rng = random.Random(11)
     producers = [Queue("mixed") for _ in range(2)]
     consumers = [Queue("mixed") for _ in range(2)]
