@@ -274,12 +274,6 @@ def _cancel_flag(job_id: str, raw: bytes | None) -> bool:
     return raw is not None and unseal("cancel", cancel_key(job_id), raw) == CANCEL
 
 
-def forget_cancel(job_id: str) -> None:
-    """The job ended: its cancel flag has done its work (best effort: it expires)."""
-    with suppress(MemcacheError, OSError):
-        get_client().delete(cancel_key(job_id), noreply=True)
-
-
 def is_cancel_requested(job_id: str) -> bool:
     with _memcached("get"):
         raw = get_client().get(cancel_key(job_id))
