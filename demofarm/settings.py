@@ -240,6 +240,15 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": 3600},
     },
 }
+# Beat's tasks on a queue of their own, for a worker of its own: where long
+# reports may keep every worker busy, a flush or a reap waits behind them, and
+# queued votes wait in memcached (lost with it, unmirrored) until a flush runs.
+# Empty: the default queue, which every worker serves.
+HOUSEKEEPING_QUEUE = env_str("HOUSEKEEPING_QUEUE", "")
+if HOUSEKEEPING_QUEUE:
+    CELERY_TASK_ROUTES = {
+        entry["task"]: {"queue": HOUSEKEEPING_QUEUE} for entry in CELERY_BEAT_SCHEDULE.values()
+    }
 
 # Users are read from memcached (sealed, dropped on every node when saved),
 # not from the database on every request (webfarm.core.users).

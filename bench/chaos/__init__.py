@@ -5,7 +5,8 @@ reads the whole history afterwards, as Jepsen does.
     python -m bench.chaos --seed 7 --minutes 5 [--hosts]
 
 - farm: PostgreSQL, one memcached run with -M (store and broker), two
-  web nodes, three workers of one process each, beat (`farm.py`); on the
+  web nodes, three workers of one process each, beat and a worker for its
+  tasks (`farm.py`); on the
   loopback, or with --hosts each on a test host of its own
   (tests/harness/hosts.py), the run's own threads on a client host;
 - workload: users starting split and whole reports and customer imports

@@ -290,7 +290,12 @@ def _votes(farm: Farm, history: History, nemesis: Nemesis, outcome: Outcome) -> 
     deadline = time.monotonic() + 60
     while not flush_votes(farm.env) and time.monotonic() < deadline:
         time.sleep(1)
-    stored = int(farm.shell("from demofarm.polls.models import Vote\nprint(Vote.objects.count())"))
+    code = (
+        "import json\nfrom demofarm.polls.models import Vote\n"
+        "print(json.dumps([*Vote.objects.values_list('voter', flat=True)]))"
+    )
+    voters = set(json.loads(farm.shell(code)))
+    stored = len(voters)
     restarts = nemesis.restarts()
     exposed = float(farm.env["POLLS_FLUSH_EVERY"]) + VOTE_FLUSH_SLACK
     at_risk = sum(1 for t in history.votes_accepted if any(t <= r <= t + exposed for r in restarts))
@@ -301,6 +306,12 @@ def _votes(farm: Farm, history: History, nemesis: Nemesis, outcome: Outcome) -> 
     if not low <= stored <= high:
         said = f"{accepted} accepted, {at_risk} of them at risk, {high - accepted} unanswered"
         outcome.fail(f"votes: {stored} stored; {said}")
+    # Which were lost: how each was taken, and when against the restarts.
+    lost = sorted((when, via) for voter, (via, when) in history.voters.items() if voter not in voters)
+    if lost:
+        outcome.figures["votes lost: how taken, seconds to each restart"] = [
+            f"{via} {', '.join(f'{when - r:+.1f}' for r in restarts)}" for when, via in lost
+        ]
 
 
 def _dead_letters(farm: Farm, outcome: Outcome) -> None:

@@ -22,6 +22,8 @@ MEMCACHED_FLAGS = ["-M"]
 HOSTS = {"web1": 11, "web2": 12, "memcached": 21, "w1": 31, "w2": 32, "w3": 33, "db": 40, "client": 100}
 # Beat, the reaper's clock, runs beside a web node (as deploy/ puts it).
 BEAT_HOST = "web2"
+# Beat's tasks' queue, served by a worker beside beat (not a nemesis target, as beat is not).
+HOUSEKEEPING = "housekeeping"
 
 
 @dataclass
@@ -140,6 +142,8 @@ def farm_env(base: Path, address: str, database: str, lan: hosts.Lan | None = No
         LIMITS_REPORTS_PER_USER=3,
         LIMITS_REPORTS_PER_KIND=6,
         POLLS_FLUSH_EVERY=1,
+        # Beat's tasks not behind the reports: a vote waits a second in memcached, not a report's run.
+        HOUSEKEEPING_QUEUE=HOUSEKEEPING,
         POLLS_ANONYMOUS_PER_ADDRESS=10_000_000,  # every voter comes from one address here
         ACTIVITY_DRAIN_EVERY=1,
         **nodes,

@@ -13,7 +13,17 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from bench.chaos.checker import Outcome, check
-from bench.chaos.farm import BEAT_HOST, HOSTS, NODES, WORKERS, Farm, farm_env, on, start_memcached
+from bench.chaos.farm import (
+    BEAT_HOST,
+    HOSTS,
+    HOUSEKEEPING,
+    NODES,
+    WORKERS,
+    Farm,
+    farm_env,
+    on,
+    start_memcached,
+)
 from bench.chaos.nemesis import Nemesis, schedule
 from bench.chaos.workload import FOLLOW_AT_MOST, USERS, History, user_loop, voter_loop
 from tests.harness import hosts, processes
@@ -126,6 +136,13 @@ def _farm(
     starts = [lambda node=node: farm.start_node(node) for node in NODES]
     starts += [lambda worker=worker: farm.start_worker(worker) for worker in WORKERS]
     starts.append(lambda: started.append(processes.celery_beat(env, base, "beat", wrap=farm.on(BEAT_HOST))))
+    starts.append(
+        lambda: started.append(
+            processes.celery_worker(
+                env, base, HOUSEKEEPING, concurrency=1, queues=HOUSEKEEPING, wrap=farm.on(BEAT_HOST)
+            )
+        )
+    )
     with ThreadPoolExecutor(len(starts)) as pool:
         for done in [pool.submit(start) for start in starts]:
             done.result()

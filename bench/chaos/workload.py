@@ -11,6 +11,8 @@ import requests
 from bench.chaos.farm import NODES, Farm
 from tests.harness.web import DEMO_PASSWORD
 
+VOTER_COOKIE = "poll_voter"  # demofarm/polls/views.py
+
 # (kind, params): a few of each, so the checker computes each once on a quiet farm.
 REPORTS = [
     ("sales-by-region", {"date_from": "2024-01-01", "date_to": "2025-12-31"}),  # split in parts
@@ -55,6 +57,8 @@ class History:
     # job: when a node answered that it took the cancel (wall clock, as the database's times)
     cancel_taken: dict[str, float] = field(default_factory=dict)
     votes_accepted: list[float] = field(default_factory=list)  # when (monotonic)
+    # The anonymous voter of each accepted vote, as the database stores it, and how the node took it.
+    voters: dict[str, tuple[str, float]] = field(default_factory=dict)  # voter: (via, when)
     votes_unanswered: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -219,7 +223,21 @@ def voter_loop(farm: Farm, poll: int, choices: list[int], history: History, seed
                     history.votes_unanswered += 1
                 elif voted.status_code in (200, 202):
                     history.votes_accepted.append(time.monotonic())
+                    history.voters[_voter_of(browser)] = (_via(voted), time.monotonic())
         time.sleep(1 / VOTES_PER_SECOND)
+
+
+def _voter_of(browser: Browser) -> str:
+    """The voter the node made of this browser (its signed cookie's value)."""
+    signed = browser.session.cookies.get(VOTER_COOKIE, "")
+    return "a:" + signed.split(":", 1)[0]
+
+
+def _via(response: requests.Response) -> str:
+    try:
+        return str(response.json().get("via"))
+    except ValueError:
+        return "?"
 
 
 def _closed_unused(exc: BaseException) -> bool:

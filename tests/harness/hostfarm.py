@@ -1,7 +1,7 @@
 """A farm built on test hosts (tests/harness/hosts.py) from deploy/ alone
 (tests/harness/deployment.py): PostgreSQL on `db`, memcached on `mc1` and `mc2`, the
 web unit on `web1` and `web2`, nginx on `balancer`, and if asked the worker
-unit on `worker1` and `worker2` and beat on `web2`. Shared by
+unit on `worker1` and `worker2` and beat and its worker on `web2`. Shared by
 tests/hosts/test_hosts.py and bench/farm.py."""
 
 import shutil
@@ -17,6 +17,7 @@ import requests
 from tests.harness import deployment, hosts, processes
 from tests.harness.web import DEMO_PASSWORD
 
+HOUSEKEEPING = "housekeeping"
 HOSTS = {
     "balancer": 5,
     "web1": 11,
@@ -72,6 +73,7 @@ def host_farm(
                     "MEMCACHED_NAMESPACE": "webfarm",
                     "QUEUES_MIRRORS": memcached,
                     "CELERY_BROKER_URL": "memcached://",
+                    "HOUSEKEEPING_QUEUE": HOUSEKEEPING,  # webfarm-housekeeping.service's -Q
                     "TRUSTED_PROXIES": a["balancer"],
                     "QUEUE_API_TOKEN": uuid.uuid4().hex,
                     "STATS_API_TOKEN": uuid.uuid4().hex,
@@ -114,6 +116,7 @@ def host_farm(
                 start(host, "worker", deployment.unit_command("webfarm-worker@.service", str(n), state=base))
             # Beat on a web host: a worker host cut off from the broker leaves the reaper running.
             start("web2", "beat", deployment.unit_command("webfarm-beat.service", state=base))
+            start("web2", "housekeeping", deployment.unit_command("webfarm-housekeeping.service", state=base))
         for host in ("web1", "web2"):
             argv = deployment.unit_command("webfarm-web.service", state=base)
             if lan.one_machine:  # every host on one machine: each node on its own address
