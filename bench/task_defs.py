@@ -33,6 +33,54 @@ def bare_stamp() -> float:
     return _started()
 
 
+@shared_task(ignore_result=False)
+def bare_row_stamp(job_id: str, table: str) -> float:
+    """The floor of a durable task on Celery: a plain Celery task whose row
+    is written as django-tasks-db writes its own, at enqueue (the caller's
+    INSERT), at start and at the end: what any node can read, and what
+    outlives a lost broker message. `table`: "job", ours (the job row), or
+    "db", django-tasks-db's."""
+    from django.utils import timezone
+
+    rows = _rows(table).filter(pk=job_id)
+    running, ended = ("running", "succeeded") if table == "job" else ("RUNNING", "SUCCESSFUL")
+    rows.update(**{_STATE[table]: running, "started_at": timezone.now()})
+    started = _started()
+    rows.update(**{_STATE[table]: ended, "finished_at": timezone.now(), _VALUE[table]: started})
+    return started
+
+
+_STATE = {"job": "state", "db": "status"}
+_VALUE = {"job": "value", "db": "return_value"}
+
+
+def _rows(table: str):
+    from django_tasks_db.models import DBTaskResult
+
+    from webfarm.progress.models import Job
+
+    return (Job if table == "job" else DBTaskResult).objects
+
+
+def new_row(table: str) -> str:
+    """A queued row, as each backend's enqueue() writes it."""
+    from django.utils import timezone
+
+    if table == "job":
+        return _rows(table).create(kind="bench").pk
+    return str(
+        _rows(table)
+        .create(
+            args_kwargs={"args": [], "kwargs": {}},
+            task_path="bench.task_defs.bare_row_stamp",
+            queue_name="default",
+            run_after=timezone.now(),
+            backend_name="bare",
+        )
+        .pk
+    )
+
+
 @task(backend="default")
 def plain_loop(n: int) -> float:
     """Seconds n steps of work take, with nothing reported."""

@@ -2,8 +2,10 @@
 worker processes each: ours (webfarm.djangotasks over the memcached
 broker, then over Redis as the broker), django-tasks-db (PostgreSQL and
 its db_worker) and django-tasks-fennel (Celery on Redis, results in
-Redis); and, as the floor ours stands on, a plain Celery task on the
-memcached broker with its result in Redis. For each: what an
+Redis); and, as the floors ours stands on, a plain Celery task on the
+memcached broker with its result in Redis, and the same task with a job row
+written at enqueue, start and end (what keeps a task that memcached lost,
+and what any node reads). For each: what an
 enqueue() costs the caller, enqueue to start (p50, p99, one at a time),
 and tasks/s for a burst, every result read back with get_result(). Then,
 on ours, what progress costs a task: the same loop with each step reported
@@ -20,6 +22,8 @@ from tests.harness import processes
 
 NAMES = {
     "bare": "bare Celery (memc.)",
+    "bare-job": "bare + our row",
+    "bare-db": "bare + tasks-db row",
     "default": "ours (memcached)",
     "ours-redis": "ours (Redis broker)",
     "db": "django-tasks-db",
@@ -78,6 +82,9 @@ def run() -> dict[str, dict[str, float]]:
         worker = processes.celery_worker(bare, workdir, "worker-bare", include="bench.task_defs")
         started.append(worker)
         results["bare"] = _client(bare, "bare")
+        # The floor of a durable task: the same, with a row's three writes (ours; django-tasks-db's).
+        results["bare-job"] = _client(bare, "bare-job")
+        results["bare-db"] = _client(bare, "bare-db")
         worker.stop()
 
         # Each worker is in `started` too: a client that fails stops nothing itself.
@@ -140,12 +147,19 @@ def report(results: dict[str, dict[str, float]]) -> str:
             f" {r['tasks_per_s']:8.0f}"
         )
     ours = results["default"]
-    for alias in ("bare", "ours-redis", "db", "fennel"):
+    for alias in ("bare", "bare-job", "bare-db", "ours-redis", "db", "fennel"):
         lines.append(
             f"ours / {NAMES[alias]}: tasks/s {ours['tasks_per_s'] / results[alias]['tasks_per_s']:.2f}, "
             f"p50 {ours['p50_ms'] / results[alias]['p50_ms']:.2f}, "
             f"enqueue {ours['enqueue_ms'] / results[alias]['enqueue_ms']:.2f}"
         )
+    floor, db, bare = results["bare-db"], results["db"], results["bare"]
+    lines.append(
+        "the floor (bare + tasks-db row) against the targets: "
+        f"tasks/s {floor['tasks_per_s'] / db['tasks_per_s']:.2f}"
+        f" of django-tasks-db's, enqueue {floor['enqueue_ms'] / db['enqueue_ms']:.2f} of its,"
+        f" p50 {floor['p50_ms'] / bare['p50_ms']:.2f} of bare Celery's"
+    )
     lines.append(
         f"progress, on ours: a loop of steps took {ours['plain_s']:.3f} s bare, "
         f"{ours['reported_s']:.3f} s with "

@@ -58,22 +58,28 @@ def stamps(alias: str) -> dict[str, float]:
     }
 
 
-def bare_stamps() -> dict[str, float]:
+def bare_stamps(table: str = "") -> dict[str, float]:
     """The same figures for a plain Celery task (delay(), AsyncResult.get()):
-    the floor a django.tasks backend on Celery stands on."""
+    the floor a django.tasks backend on Celery stands on. `table`: the task
+    also has a row there ("job" or "db", bench.task_defs.new_row), written
+    at enqueue, start and end."""
     from bench import task_defs
 
-    stamp = task_defs.bare_stamp
+    def delay():
+        if not table:
+            return task_defs.bare_stamp.delay()
+        return task_defs.bare_row_stamp.delay(task_defs.new_row(table), table)
+
     for _ in range(10):
-        stamp.delay().get(timeout=60)
+        delay().get(timeout=60)
     latencies = []
     for _ in range(SEQUENTIAL):
         sent = time.time()
-        latencies.append((stamp.delay().get(timeout=60) - sent) * 1000)
+        latencies.append((delay().get(timeout=60) - sent) * 1000)
     latencies.sort()
     first = time.time()
     began = time.perf_counter()
-    burst = [stamp.delay() for _ in range(BURST)]
+    burst = [delay() for _ in range(BURST)]
     enqueued = time.perf_counter() - began
     starts = [result.get(timeout=180) for result in burst]
     return {
@@ -97,7 +103,10 @@ def main() -> None:
 
     django.setup()
     alias = sys.argv[1]
-    figures = bare_stamps() if alias == "bare" else stamps("ours" if alias == "default" else alias)
+    if alias.startswith("bare"):
+        figures = bare_stamps(alias.removeprefix("bare").removeprefix("-"))
+    else:
+        figures = stamps("ours" if alias == "default" else alias)
     if alias == "default" and not os.environ.get("BENCH_SKIP_LOOP"):
         figures.update(progress_cost())
     print(json.dumps(figures))
