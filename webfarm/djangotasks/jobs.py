@@ -124,7 +124,7 @@ def send_task_finished(
     read."""
     if not kind.startswith(PREFIX):
         return
-    job = job if job is not None else Job.objects.filter(pk=job_id).first()
+    job = job if job is not None else Job.objects.one(job_id)
     if job is None:
         return
     progress = record.public() if record is not None else None

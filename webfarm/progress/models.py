@@ -23,6 +23,12 @@ class StateQuerySet(models.QuerySet):
         """A heartbeat written to the rows that still run (their worker cannot reach memcached)."""
         return self.filter(state=State.RUNNING).update(beat_at=datetime.now(UTC))
 
+    def one(self, pk: str) -> Any:
+        """The row with this id, or None. Without the model's ordering: a
+        worker reads its job's row for every task, and Django compiling an
+        ORDER BY for one row was a tenth of that read's cost."""
+        return next(iter(self.filter(pk=pk).order_by()[:1]), None)
+
 
 class Job(models.Model):
     """The durable side of a job: who owns it, what it was, how it ended.

@@ -134,7 +134,7 @@ def begin_job(job_id: str, *, worker: str = "", job: Job | None = None) -> JobRe
     just read it (it is updated in place once the run began).
     """
     if job is None:
-        job = Job.objects.filter(pk=job_id).first()
+        job = Job.objects.one(job_id)
     if job is None:
         raise JobNotRunnable(f"job {job_id} is unknown")
     now = time.time()

@@ -37,7 +37,7 @@ MAX_ATTEMPTS = 2
 
 def run_job(*, job_id: str, worker: str = "") -> None:
     """The body of the Celery task: run the job's type under progress tracking."""
-    job = Job.objects.filter(pk=job_id).first()
+    job = Job.objects.one(job_id)
     job_type = get_job_type(job.kind) if job else None
     if job is None or job_type is None:
         logger.error("task for unknown job %s (kind %s) dropped", job_id, job and job.kind)

@@ -83,7 +83,7 @@ def merge(*, job_id: str) -> None:
 
 
 def _job(job_id: str) -> tuple[Job | None, JobTypeBase | None]:
-    job = Job.objects.filter(pk=job_id).first()
+    job = Job.objects.one(job_id)
     job_type = get_job_type(job.kind) if job else None
     if job is None or job_type is None:
         logger.error("task for unknown job %s (kind %s) dropped", job_id, job and job.kind)
