@@ -2,10 +2,15 @@
 belongs to one), and a loop with and without progress on ours."""
 
 import time
+from dataclasses import dataclass
 
 from celery import shared_task
+from django.db import models
+from django.utils import timezone
+from django_tasks_db.models import DBTaskResult
 
 from webfarm.djangotasks.compat import task
+from webfarm.progress.models import Job
 
 
 def _started() -> float:
@@ -33,52 +38,50 @@ def bare_stamp() -> float:
     return _started()
 
 
+@dataclass(frozen=True)
+class Table:
+    """A row's table, as the floor writes it: its model and its words."""
+
+    model: type[models.Model]
+    state: str
+    value: str
+    running: str
+    ended: str
+
+
+# Ours (the job row), and django-tasks-db's.
+TABLES = {
+    "job": Table(Job, "state", "value", "running", "succeeded"),
+    "db": Table(DBTaskResult, "status", "return_value", "RUNNING", "SUCCESSFUL"),
+}
+
+
 @shared_task(ignore_result=False)
 def bare_row_stamp(job_id: str, table: str) -> float:
     """The floor of a durable task on Celery: a plain Celery task whose row
     is written as django-tasks-db writes its own, at enqueue (the caller's
-    INSERT), at start and at the end: what any node can read, and what
-    outlives a lost broker message. `table`: "job", ours (the job row), or
-    "db", django-tasks-db's."""
-    from django.utils import timezone
-
-    rows = _rows(table).filter(pk=job_id)
-    running, ended = ("running", "succeeded") if table == "job" else ("RUNNING", "SUCCESSFUL")
-    rows.update(**{_STATE[table]: running, "started_at": timezone.now()})
+    INSERT, new_row), at start and at the end: what any node can read, and
+    what outlives a lost broker message. `table`: a key of TABLES."""
+    t = TABLES[table]
+    rows = t.model.objects.filter(pk=job_id)
+    rows.update(**{t.state: t.running, "started_at": timezone.now()})
     started = _started()
-    rows.update(**{_STATE[table]: ended, "finished_at": timezone.now(), _VALUE[table]: started})
+    rows.update(**{t.state: t.ended, "finished_at": timezone.now(), t.value: started})
     return started
-
-
-_STATE = {"job": "state", "db": "status"}
-_VALUE = {"job": "value", "db": "return_value"}
-
-
-def _rows(table: str):
-    from django_tasks_db.models import DBTaskResult
-
-    from webfarm.progress.models import Job
-
-    return (Job if table == "job" else DBTaskResult).objects
 
 
 def new_row(table: str) -> str:
     """A queued row, as each backend's enqueue() writes it."""
-    from django.utils import timezone
-
     if table == "job":
-        return _rows(table).create(kind="bench").pk
-    return str(
-        _rows(table)
-        .create(
-            args_kwargs={"args": [], "kwargs": {}},
-            task_path="bench.task_defs.bare_row_stamp",
-            queue_name="default",
-            run_after=timezone.now(),
-            backend_name="bare",
-        )
-        .pk
+        return Job.objects.create(kind="bench").pk
+    row = DBTaskResult.objects.create(
+        args_kwargs={"args": [], "kwargs": {}},
+        task_path="bench.task_defs.bare_row_stamp",
+        queue_name="default",
+        run_after=timezone.now(),
+        backend_name="bare",
     )
+    return str(row.pk)
 
 
 @task(backend="default")

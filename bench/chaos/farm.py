@@ -11,6 +11,10 @@ from pathlib import Path
 
 from tests.harness import full, hosts, processes
 
+# Beat's tasks' queue, as the hosts farm names it: served by a worker beside
+# beat (not a nemesis target, as beat is not).
+from tests.harness.hostfarm import HOUSEKEEPING
+
 WORKERS = ("w1", "w2", "w3")
 NODES = ("web1", "web2")
 NAME = "chaos"
@@ -22,8 +26,6 @@ MEMCACHED_FLAGS = ["-M"]
 HOSTS = {"web1": 11, "web2": 12, "memcached": 21, "w1": 31, "w2": 32, "w3": 33, "db": 40, "client": 100}
 # Beat, the reaper's clock, runs beside a web node (as deploy/ puts it).
 BEAT_HOST = "web2"
-# Beat's tasks' queue, served by a worker beside beat (not a nemesis target, as beat is not).
-HOUSEKEEPING = "housekeeping"
 
 
 @dataclass
