@@ -23,9 +23,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
 
-from django.db import DatabaseError, connection
+from django.db import DatabaseError
 
-from webfarm.progress import store
+from webfarm.progress import heartbeats, store
 from webfarm.progress.conf import get_config
 from webfarm.progress.exceptions import JobCancelled, JobEnded, ProgressUnavailable
 from webfarm.progress.models import Job
@@ -71,8 +71,7 @@ class ProgressReporter:
         self._last_sample: tuple[float, float] | None = None
         self._last_warning = -WARN_EVERY
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._heartbeat: threading.Thread | None = None
+        self._heartbeat: int | None = None  # its id on the process's heartbeat thread
         self.flushes = 0
         # Called on every heartbeat (renewing what the job holds: limit slots).
         self.on_beat: Callable[[], None] | None = None
@@ -128,12 +127,15 @@ class ProgressReporter:
         ValueError says why not) with the next write: now if one is due, else
         an update's, the heartbeat's or the final one. As cheap as update()
         between writes, so a body may save as often as it updates; it is
-        checked, copied and written once per FLUSH_INTERVAL."""
+        checked, copied and written once per FLUSH_INTERVAL. Raises
+        JobCancelled or JobEnded as update() does."""
         self._metadata_saved = True
+        # A seen cancel or end sets _due to 0, as for update().
         if _monotonic() >= self._due:
             self._take_metadata()
             if not (self._cancelled or self._ended):
                 self.flush()
+            self.check_cancelled()
 
     def _take_metadata_quietly(self) -> None:
         """As _take_metadata(), where no caller can be told (an update, the
@@ -309,33 +311,22 @@ class ProgressReporter:
     def start_heartbeat(self) -> None:
         """Write at least every HEARTBEAT_INTERVAL even while the task is inside
         one long step, so watchers can tell a slow job from a dead one."""
-        if self._heartbeat is not None:
-            return
-        self._heartbeat = threading.Thread(
-            target=self._beat, name=f"heartbeat-{self.record.job}", daemon=True
-        )
-        self._heartbeat.start()
+        if self._heartbeat is None:
+            self._heartbeat = heartbeats.start(self.heartbeat_interval / 2, self._beat)
 
     def stop_heartbeat(self) -> None:
-        self._stop.set()
         if self._heartbeat is not None:
-            self._heartbeat.join(timeout=5)
+            heartbeats.stop(self._heartbeat)
             self._heartbeat = None
 
     def _beat(self) -> None:
-        try:
-            while not self._stop.wait(self.heartbeat_interval / 2):
-                # Saved metadata waits at most this long for a write of its own.
-                if self._metadata_saved or time.monotonic() - self._last_flush >= self.heartbeat_interval / 2:
-                    self._take_metadata_quietly()
-                    self.flush()
-                if self.on_beat is not None:
-                    self.on_beat()
-                self._beat_in_database()
-        finally:
-            # This thread's own connection, if a beat opened one (in the
-            # database, or renewing slots: services.slots_renewer).
-            connection.close()
+        # Saved metadata waits at most this long for a write of its own.
+        if self._metadata_saved or time.monotonic() - self._last_flush >= self.heartbeat_interval / 2:
+            self._take_metadata_quietly()
+            self.flush()
+        if self.on_beat is not None:
+            self.on_beat()
+        self._beat_in_database()
 
     def _due_in_database(self) -> bool:
         """Whether a heartbeat goes to the database now: memcached has taken
