@@ -2,7 +2,7 @@
 metadata API proposed for Django (django/new-features #141) and our
 reporter for a bar with stages, counts and an ETA."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -14,12 +14,16 @@ from webfarm.progress.api import ProgressReporter
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProgressContext(TaskContext):
     reporter: ProgressReporter
+    # The task's metadata, a JSON object of at most 4 KiB: change it, then
+    # save_metadata() to publish it. A plain attribute, as `progress` is: a
+    # body may update and save on every step, and a property costs each one.
+    metadata: dict[str, Any] = field(init=False)
+    # The bar: progress.plan(), .stage(), .update() (see webfarm.progress.api).
+    progress: ProgressReporter = field(init=False)
 
-    @property
-    def metadata(self) -> dict[str, Any]:
-        """The task's metadata, a JSON object of at most 4 KiB: change it,
-        then save_metadata() to publish it."""
-        return self.reporter.metadata
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "metadata", self.reporter.metadata)
+        object.__setattr__(self, "progress", self.reporter)
 
     def save_metadata(self) -> None:
         """Publish `metadata` to every reader (get_result on any node, the
@@ -30,12 +34,6 @@ class ProgressContext(TaskContext):
         writes it raises ValueError. Also raises JobCancelled when the task
         was cancelled: let it propagate."""
         self.reporter.save_metadata()
-        self.reporter.check_cancelled()
 
     async def asave_metadata(self) -> None:
         await sync_to_async(self.save_metadata)()
-
-    @property
-    def progress(self) -> ProgressReporter:
-        """The bar: progress.plan(), .stage(), .update() (see webfarm.progress.api)."""
-        return self.reporter
