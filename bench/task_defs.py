@@ -10,6 +10,7 @@ from django.utils import timezone
 from django_tasks_db.models import DBTaskResult
 
 from webfarm.djangotasks.compat import task
+from webfarm.progress.api import JobResult, job_type
 from webfarm.progress.models import Job
 
 
@@ -36,6 +37,17 @@ def fennel_stamp() -> float:
 def bare_stamp() -> float:
     """The floor: a plain Celery task, its result in the result backend."""
     return _started()
+
+
+@job_type("bench-report", title="Bench report", noun="report", stages=[("reading", 90), ("writing", 10)])
+def bench_report(*, job: Job, params: dict, tracker: object) -> JobResult:
+    """A report job with nothing to read: what remains is its bookkeeping
+    (its start, its stages and its end), which bench.task_path measures."""
+    reporter = tracker.reporter  # type: ignore[attr-defined]
+    reporter.stage("reading", total=1)
+    reporter.update(1)
+    reporter.stage("writing", total=1)
+    return JobResult(summary="nothing read", value=_started())
 
 
 @dataclass(frozen=True)

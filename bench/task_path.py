@@ -1,11 +1,14 @@
-"""One django.tasks task's path, caller and worker, taken apart: every
-database query, every memcached round trip (the broker's included) and the
-CPU each side spends, averaged over many tasks of bench.task_defs.ours_stamp.
+"""One django.tasks task's path and one report job's, caller and worker,
+taken apart: every database query, every memcached round trip (the
+broker's included) and the CPU each side spends, averaged over many of
+bench.task_defs.ours_stamp and bench.task_defs.bench_report (a report with
+nothing to read: its start, its stages and its end).
 
     python -m bench.task_path
     BENCH_PATH_PROFILE=run BENCH_PATH_SORT=tottime python -m bench.task_path
 
-The second also prints cProfile's table of one side (`enqueue` or `run`).
+The second also prints cProfile's table of one side (`enqueue`, `run`,
+`report start` or `report run`).
 The worker's side is run_job, the body of the Celery task a worker runs
 (webfarm.progress.tasks), called in this process on the message's job:
 Celery's own receiving and acknowledging are not in it (bench.tasks
@@ -83,9 +86,33 @@ def tallied(tally: Tally) -> Iterator[None]:
         socket.socket.sendall = sendall  # type: ignore[method-assign]
 
 
+class Side:
+    """One side of a path (a start, or a run): its tally and its clocks."""
+
+    def __init__(self) -> None:
+        self.tally, self.cpu, self.wall = Tally(), 0.0, 0.0
+
+    def timed(self, call: Callable[..., object], *args: object) -> object:
+        c, w = time.process_time(), time.perf_counter()
+        out = call(*args)
+        self.cpu += time.process_time() - c
+        self.wall += time.perf_counter() - w
+        return out
+
+    def figures(self) -> dict:
+        return {
+            "cpu_us": self.cpu / TASKS * 1e6,
+            "wall_us": self.wall / TASKS * 1e6,
+            "queries": {k: v / TASKS for k, v in self.tally.queries.most_common()},
+            "trips": {k: v / TASKS for k, v in self.tally.trips.most_common()},
+        }
+
+
 def inside() -> dict:
-    """In a process of its own, set up as the site: enqueue, then run each
-    job; once counting what each does, once timing it (counting costs CPU)."""
+    """In a process of its own, set up as the site: a task's path (enqueue
+    all, then run each job) and a report job's (start one, run it: a kind
+    holds JOBS_PER_KIND at once); once counting what each side does, once
+    timing it (counting costs CPU)."""
     import django
 
     django.setup()
@@ -95,40 +122,44 @@ def inside() -> dict:
     def enqueue() -> str:
         return task_defs.ours_stamp.enqueue().id
 
+    def start() -> str:
+        return task_defs.bench_report.start(user=None, params={}).id
+
     def run_job(job_id: str) -> None:
         running.run_job(job_id=job_id, worker="profile#1")
 
     for _ in range(20):  # warm: connections, imports, caches
         run_job(enqueue())
-    tallies = {"enqueue": Tally(), "run": Tally()}
-    with tallied(tallies["enqueue"]):
+        run_job(start())
+    sides = {name: Side() for name in ("enqueue", "run", "report start", "report run")}
+    with tallied(sides["enqueue"].tally):
         ids = [enqueue() for _ in range(TASKS)]
-    with tallied(tallies["run"]):
+    with tallied(sides["run"].tally):
         for job_id in ids:
+            run_job(job_id)
+    for _ in range(TASKS):
+        with tallied(sides["report start"].tally):
+            job_id = start()
+        with tallied(sides["report run"].tally):
             run_job(job_id)
     profiled = os.environ.get("BENCH_PATH_PROFILE", "")
     profile = cProfile.Profile()
-    cpu, wall = {}, {}
-    c, w = time.process_time(), time.perf_counter()
-    ids = [profile.runcall(enqueue) if profiled == "enqueue" else enqueue() for _ in range(TASKS)]
-    cpu["enqueue"], wall["enqueue"] = time.process_time() - c, time.perf_counter() - w
-    c, w = time.process_time(), time.perf_counter()
+
+    def call(side: str, fn: Callable[..., object], *args: object) -> object:
+        if profiled == side:
+            return sides[side].timed(profile.runcall, fn, *args)
+        return sides[side].timed(fn, *args)
+
+    ids = [call("enqueue", enqueue) for _ in range(TASKS)]
     for job_id in ids:
-        profile.runcall(run_job, job_id) if profiled == "run" else run_job(job_id)
-    cpu["run"], wall["run"] = time.process_time() - c, time.perf_counter() - w
+        call("run", run_job, job_id)
+    for _ in range(TASKS):
+        call("report run", run_job, call("report start", start))
     if profiled:
         pstats.Stats(profile, stream=sys.stderr).sort_stats(
             os.environ.get("BENCH_PATH_SORT", "cumulative")
         ).print_stats(50)
-    return {
-        side: {
-            "cpu_us": cpu[side] / TASKS * 1e6,
-            "wall_us": wall[side] / TASKS * 1e6,
-            "queries": {k: v / TASKS for k, v in tally.queries.most_common()},
-            "trips": {k: v / TASKS for k, v in tally.trips.most_common()},
-        }
-        for side, tally in tallies.items()
-    }
+    return {name: side.figures() for name, side in sides.items()}
 
 
 def run() -> dict:
@@ -156,7 +187,10 @@ def run() -> dict:
 
 
 def report(figures: dict) -> str:
-    lines = [f"one task's path, averaged over {TASKS} tasks (bench.task_defs.ours_stamp)"]
+    lines = [
+        f"one task's path and one report's, averaged over {TASKS} of each "
+        "(bench.task_defs.ours_stamp, bench.task_defs.bench_report)"
+    ]
     for side, f in figures.items():
         queries, trips = sum(f["queries"].values()), sum(f["trips"].values())
         lines.append(
