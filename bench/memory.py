@@ -15,8 +15,7 @@ import time
 from pathlib import Path
 
 from tests.harness import keyspace, processes
-from tests.harness.processes import wait_for
-from tests.harness.soak import SHORT, drained, memory, prepare, run_traffic, soak_farm
+from tests.harness.soak import SHORT, memory, prepare, run_traffic, soak_farm, wait_drained
 
 REQUESTS = 20_000
 
@@ -29,7 +28,7 @@ def run() -> dict:
         address, env, base_url = soak_farm(workdir, started)
         args = prepare(base_url, env)
         run_traffic(base_url, args, 200, chunk=1)  # every kind once: counters and registries exist
-        wait_for(lambda: drained(address), timeout=60, interval=0.5, what="the warm-up to drain")
+        wait_drained(address, timeout=60, what="the warm-up to drain")
         time.sleep(SHORT + 2)
         before = memory(address)
         started_at = time.monotonic()
@@ -37,7 +36,7 @@ def run() -> dict:
         seconds = time.monotonic() - started_at
         stats = keyspace.stats(address)
         peak = (stats["curr_items"], stats["bytes"])
-        wait_for(lambda: drained(address), timeout=120, interval=0.2, what="the drainers")
+        wait_drained(address, timeout=120, what="the drainers")
         drained_at = memory(address)
         time.sleep(SHORT + 2)
         settled = memory(address)

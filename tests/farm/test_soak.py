@@ -18,17 +18,16 @@ import time
 import pytest
 
 from tests.harness import keyspace, processes
-from tests.harness.processes import wait_for
 from tests.harness.soak import (
     NAMESPACE,
     SHORT,
     TOTAL,
-    drained,
     memory,
     prepare,
     run_traffic,
     settle,
     soak_farm,
+    wait_drained,
 )
 
 pytestmark = pytest.mark.farm
@@ -42,7 +41,7 @@ def test_a_days_traffic_leaves_memcached_as_it_found_it(tmp_path):
         # Every kind of request once, and back to quiet: what a farm holds at rest.
         args = prepare(base_url, env)
         run_traffic(base_url, args, 200, chunk=1)
-        wait_for(lambda: drained(address), timeout=60, interval=0.5, what="the warm-up to drain")
+        wait_drained(address, timeout=60, what="the warm-up to drain")
         time.sleep(SHORT + 2)
         before = memory(address)
         keys_before = {i.key.removeprefix(f"{NAMESPACE}:") for i in keyspace.items(address, f"{NAMESPACE}:")}

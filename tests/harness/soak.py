@@ -58,20 +58,41 @@ def memory(address: str) -> tuple[int, int]:
     return stats["curr_items"], stats["bytes"]
 
 
-def drained(address: str) -> bool:
-    """Every queue empty and passed by its floor: the drainers caught up."""
+def _queues(address: str) -> dict[str, tuple[bytes, int, int]]:
+    """Every queue's (generation, tail, floor) now, by its key prefix."""
+    found: dict[str, tuple[bytes, int, int]] = {}
     with keyspace.raw_client(address, NAMESPACE) as client:
         for prefix in ("", "broker:"):
             names = (client.get(f"{prefix}q:registry") or b"").decode().split()
             for name in names:
-                gen = client.get(f"{prefix}q:{name}:gen")
+                base = f"{prefix}q:{name}"
+                gen = client.get(f"{base}:gen")
                 if gen is None:
                     continue
-                keys = [f"{prefix}q:{name}:{gen.decode()}:{k}" for k in ("tail", "floor")]
-                found = client.get_many(keys)
-                if int(found.get(keys[0], 0)) >= int(found.get(keys[1], 1)):
-                    return False
-        return True
+                keys = [f"{base}:{gen.decode()}:{k}" for k in ("tail", "floor")]
+                counters = client.get_many(keys)
+                found[base] = (gen, int(counters.get(keys[0], 0)), int(counters.get(keys[1], 1)))
+    return found
+
+
+def drained(address: str, tails: dict[str, tuple[bytes, int, int]]) -> bool:
+    """Every queue's floor past its tail in `tails`: everything sent up to
+    then is finished. Not "past the tail now": beat sends its housekeeping
+    every half second, and a floor moves only with a consumer's recovery
+    scan (webfarm/queues/recovery.py), which often comes while the latest
+    task is still running; a floor past the tail of the moment was then a
+    race the soak lost for minutes."""
+    now = _queues(address)
+    for base, (gen, tail, _) in tails.items():
+        if base not in now or now[base][0] != gen or now[base][2] <= tail:
+            return False
+    return True
+
+
+def wait_drained(address: str, *, timeout: float, what: str) -> None:
+    """Wait for the drainers to finish every message sent until now."""
+    tails = _queues(address)
+    wait_for(lambda: drained(address, tails), timeout=timeout, interval=0.5, what=what)
 
 
 def prepare(base_url: str, env: dict) -> list[str]:
@@ -117,7 +138,7 @@ def settle(
     address: str, before: tuple[int, int], keys_before: set[str], *, timeout: float
 ) -> tuple[int, int]:
     """Wait for the drainers and the short lifetimes; memcached's (items, bytes) then."""
-    wait_for(lambda: drained(address), timeout=timeout, interval=0.5, what="the drainers to catch up")
+    wait_drained(address, timeout=timeout, what="the drainers to catch up")
 
     def back() -> bool:
         items, size = memory(address)
