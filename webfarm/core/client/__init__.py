@@ -12,10 +12,14 @@
 - clients: the process's ring from the settings and a plain client per
   thread to one server (get_client, server_client, server_of), and a
   request's reads through them (get_values);
-- batches: meta commands on keys anywhere, one pipeline per server (MetaBatch).
+- batches: meta commands on keys anywhere, one pipeline per server (MetaBatch);
+- changing: the old and the new ring as one while the pool changes, a
+  moving key's old server its arbiter (ChangingRing, Phase, migrate,
+  clear_tombstones).
 """
 
 from webfarm.core.client.batches import MetaBatch
+from webfarm.core.client.changing import ChangingRing, Phase, clear_tombstones, migrate
 from webfarm.core.client.clients import (
     client_epoch,
     client_options,
@@ -44,12 +48,15 @@ from webfarm.core.client.protocol import (
 from webfarm.core.client.ring import StableHashClient, build_client, parse_servers
 
 __all__ = [
+    "ChangingRing",
     "FarmHash",
     "MetaBatch",
     "MetaReply",
+    "Phase",
     "ReconnectingClient",
     "StableHashClient",
     "build_client",
+    "clear_tombstones",
     "client_epoch",
     "client_options",
     "delete_quietly_line",
@@ -63,6 +70,7 @@ __all__ = [
     "meta_delete",
     "meta_get",
     "meta_set",
+    "migrate",
     "nginx_server_index",
     "parse_servers",
     "read_by_nginx",

@@ -1,0 +1,250 @@
+"""The ring while the pool changes (webfarm/core/client/changing.py), on three
+real memcached servers: processes of the old ring, followers, leaders and
+processes of the new ring, two neighbouring kinds at a time, agree on every
+key, and after migrate() the new ring alone finds every value."""
+
+import threading
+import uuid
+
+import pytest
+
+from tests.harness import keyspace, processes
+from webfarm.core.client import build_client
+from webfarm.core.client.changing import (
+    FRESH,
+    TOMBSTONE,
+    ChangingRing,
+    Phase,
+    clear_tombstones,
+    is_tombstone,
+    migrate,
+    tombstone,
+)
+
+
+@pytest.fixture(scope="module")
+def three(tmp_path_factory):
+    started = [processes.memcached(tmp_path_factory.mktemp("pool")) for _ in range(3)]
+    yield [address for _, address in started]
+    for process, _ in started:
+        process.stop()
+
+
+@pytest.fixture
+def rings(three):
+    """Growing from two servers to three: old, new, and each phase between."""
+    namespace = f"pc{uuid.uuid4().hex[:8]}"
+    old, new = build_client(three[:2], namespace), build_client(three, namespace)
+    return {
+        "old": old,
+        "follow": ChangingRing(old, new, Phase.FOLLOW),
+        "lead": ChangingRing(old, new, Phase.LEAD),
+        "new": new,
+    }
+
+
+def moving_keys(ring: ChangingRing, n: int, prefix: str = "k") -> list[str]:
+    keys = [k for k in (f"{prefix}{i}" for i in range(n * 20)) if ring.moving(k)][:n]
+    assert len(keys) == n
+    return keys
+
+
+def test_growing_moves_a_third_of_the_keys_and_only_to_the_new_server(rings):
+    ring = rings["lead"]
+    keys = [f"key{i}" for i in range(3000)]
+    moving = [k for k in keys if ring.moving(k)]
+    assert 0.25 < len(moving) / len(keys) < 0.42
+    added = ring.new.hasher.nodes[-1]
+    assert {ring.new.hasher.get_node(k) for k in moving} == {added}
+
+
+def test_a_follower_and_a_process_of_the_old_ring_count_on_one_server(rings):
+    old, follow = rings["old"], rings["follow"]
+    key = moving_keys(follow, 1)[0]
+    assert follow.incr(key, 1) is None  # nothing yet: the caller adds
+    assert old.add(key, b"0")
+    for i in range(10):
+        (old if i % 2 else follow).incr(key, 1)
+    assert old.get(key) == b"10" and follow.get(key) == b"10"
+    assert rings["new"].get(key) is None  # nothing went to the new server
+
+
+def test_a_key_a_leader_makes_lives_on_the_new_server_and_a_follower_finds_it(rings):
+    follow, lead, new = rings["follow"], rings["lead"], rings["new"]
+    key = moving_keys(lead, 1)[0]
+    assert lead.add(key, b"made by a leader", expire=60)
+    assert new.get(key) == b"made by a leader"
+    assert is_tombstone(rings["old"].get(key))
+    assert follow.get(key) == b"made by a leader"
+    assert not follow.add(key, b"a follower's") and not lead.add(key, b"a leader's")
+    follow.set(key, b"set by a follower")  # follows the tombstone: never over it
+    assert new.get(key) == b"set by a follower" and is_tombstone(rings["old"].get(key))
+
+
+def test_a_follower_and_a_leader_racing_to_add_one_key_make_one_winner(rings):
+    follow, lead = rings["follow"], rings["lead"]
+    for key in moving_keys(lead, 40, "race"):
+        wins = []
+        barrier = threading.Barrier(2)
+
+        def take(ring, name, key=key, barrier=barrier, wins=wins):
+            barrier.wait()
+            if ring.add(key, name.encode(), expire=60):
+                wins.append(name)
+
+        threads = [threading.Thread(target=take, args=(r, n)) for r, n in ((follow, "f"), (lead, "l"))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(wins) == 1, key
+        assert follow.get(key) == lead.get(key) == wins[0].encode()
+
+
+def test_a_leaders_write_over_an_old_value_moves_it_and_a_stale_cas_loses(rings):
+    old, follow, lead, new = rings["old"], rings["follow"], rings["lead"], rings["new"]
+    key = moving_keys(lead, 1)[0]
+    old.set(key, b"v1", expire=60)
+    _, stale = follow.gets(key)
+    value, token = lead.gets(key)
+    assert value == b"v1" and token.startswith(b"o")
+    assert lead.cas(key, b"v2", token, expire=60)
+    assert new.get(key) == b"v2" and is_tombstone(old.get(key))
+    assert follow.cas(key, b"lost", stale, expire=60) is False
+    value, token = follow.gets(key)
+    assert value == b"v2" and token.startswith(b"n")
+    assert follow.cas(key, b"v3", token, expire=60)
+    assert lead.get(key) == new.get(key) == b"v3"
+
+
+def test_counting_through_the_whole_change_loses_no_count(rings):
+    """Old-ring processes and followers, then followers and leaders with a
+    migration under way, then leaders and new-ring processes: every
+    increment lands in the one total the new ring reads at the end."""
+    old, follow, lead, new = rings["old"], rings["follow"], rings["lead"], rings["new"]
+    keys = [*moving_keys(lead, 8, "count"), "steady"]
+
+    def count(pair, times):
+        for i in range(times):
+            ring = pair[i % 2]
+            for key in keys:
+                if ring.incr(key, 1) is None and not ring.add(key, b"1"):
+                    ring.incr(key, 1)
+
+    count((old, follow), 30)
+    threads = [threading.Thread(target=count, args=((follow, lead), 30)) for _ in range(3)]
+    for t in threads:
+        t.start()
+    migrate(lead)
+    for t in threads:
+        t.join()
+    walked = migrate(lead)  # every process leads now: this walk leaves tombstones only
+    assert walked.lost_races == 0
+    count((lead, new), 30)
+    assert {key: new.get(key) for key in keys} == {key: b"150" for key in keys}  # 30 + 3 x 30 + 30
+
+
+def test_after_the_last_walk_the_new_ring_alone_finds_every_value(rings, three):
+    old, lead, new = rings["old"], rings["lead"], rings["new"]
+    keys = [f"item{i}" for i in range(300)]
+    for key in keys:
+        old.set(key, f"value of {key}".encode(), expire=600)
+    walked = migrate(lead)
+    assert walked.moved == sum(lead.moving(k) for k in keys)
+    assert walked.moved + walked.stayed == len(keys)
+    assert all(new.get(key) == f"value of {key}".encode() for key in keys)
+    # The lifetime went with the value.
+    namespace = old.default_kwargs["key_prefix"].decode()
+    moved = next(k for k in keys if lead.moving(k))
+    _, item = keyspace.value_and_item(three[2], f"{namespace}{moved}")
+    assert 590 <= item.ttl() <= 600 + keyspace.CLOCK_SLACK
+    assert migrate(lead).moved == 0
+    assert clear_tombstones(old) == walked.moved
+    assert not [k for k in keys if is_tombstone(old.get(k))]
+    assert all(new.get(key) == f"value of {key}".encode() for key in keys)
+
+
+def test_a_reader_between_a_moves_two_writes_takes_the_tombstones_value(rings):
+    old, follow, new = rings["old"], rings["follow"], rings["new"]
+    key = moving_keys(follow, 1)[0]
+    # The old value swapped, the new server not written yet (its writer paused).
+    old.set(key, tombstone(b"carried", 60), expire=60)
+    assert follow.get(key) == b"carried"
+    assert new.get(key) == b"carried"  # added there, never over a writer's value
+
+
+def test_a_stale_tombstones_value_is_never_used(rings):
+    old, follow = rings["old"], rings["follow"]
+    key = moving_keys(follow, 1)[0]
+    written_long_ago = b"%s%d:60:old" % (TOMBSTONE, int((1_000_000_000 - FRESH) * 1000))
+    old.set(key, written_long_ago, expire=60)
+    assert follow.get(key) is None
+
+
+def test_shrinking_moves_the_leaving_servers_keys_onto_the_others(three):
+    namespace = f"pc{uuid.uuid4().hex[:8]}"
+    old, new = build_client(three, namespace), build_client(three[:2], namespace)
+    lead = ChangingRing(old, new, Phase.LEAD)
+    keys = [f"s{i}" for i in range(300)]
+    for key in keys:
+        old.set(key, key.encode(), expire=600)
+    leaving = old.hasher.nodes[-1]
+    assert {k for k in keys if lead.moving(k)} == {k for k in keys if old.hasher.get_node(k) == leaving}
+    migrate(lead)
+    assert all(new.get(key) == key.encode() for key in keys)
+    clear_tombstones(old)
+    # The leaving server holds nothing of the namespace.
+    assert not keyspace.items(three[2], namespace)
+
+
+def test_a_delete_ends_the_key_on_both_servers(rings):
+    old, lead, follow, new = rings["old"], rings["lead"], rings["follow"], rings["new"]
+    key = moving_keys(lead, 1)[0]
+    lead.set(key, b"x", expire=60)
+    assert follow.delete(key)
+    assert old.get(key) is None and new.get(key) is None
+    assert follow.add(key, b"again", expire=60)  # new again: a follower makes it on the old server
+    assert old.get(key) == b"again" and lead.get(key) == b"again"
+
+
+def test_get_many_follows_tombstones_in_one_more_trip(rings):
+    old, lead, follow = rings["old"], rings["lead"], rings["follow"]
+    keys = [*moving_keys(lead, 6, "many"), "still1", "still2"]
+    for i, key in enumerate(keys):
+        (lead if i % 2 else old).set(key, key.encode(), expire=60)
+    assert follow.get_many(keys) == {k: k.encode() for k in keys}
+    assert lead.get_many(keys) == {k: k.encode() for k in keys}
+
+
+def test_read_modify_writes_by_cas_lose_no_update_while_the_keys_move(rings):
+    """A job record's pattern: gets, change, cas, again on a lost race; by
+    followers and leaders at once while migrate() moves the keys."""
+    follow, lead, new = rings["follow"], rings["lead"], rings["new"]
+    keys = moving_keys(lead, 4, "record")
+    for key in keys:
+        rings["old"].set(key, b"", expire=600)
+
+    def append(ring, mark, times):
+        for _ in range(times):
+            for key in keys:
+                for _ in range(200):
+                    value, token = ring.gets(key)
+                    if ring.cas(key, value + mark, token, expire=600):
+                        break
+                else:
+                    raise AssertionError(f"{key}: no cas won in 200 tries")
+
+    threads = [
+        threading.Thread(target=append, args=(ring, mark, 25))
+        for ring, mark in ((follow, b"f"), (lead, b"l"), (follow, b"g"), (lead, b"m"))
+    ]
+    for t in threads:
+        t.start()
+    walks = [migrate(lead) for _ in range(3)]
+    for t in threads:
+        t.join()
+    migrate(lead)
+    assert sum(w.moved for w in walks) <= len(keys)
+    for key in keys:
+        value = new.get(key)
+        assert sorted(value) == sorted(b"f" * 25 + b"l" * 25 + b"g" * 25 + b"m" * 25), key

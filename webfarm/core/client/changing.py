@@ -1,0 +1,369 @@
+"""The ring while the memcached pool changes from one list of servers to
+another: a key whose server differs between the two (a moving key) keeps
+one home that every process agrees on, whichever of the two rings each
+process is on, and whichever phase of the change it has reached.
+
+The old server of a moving key is its arbiter for the whole change. Every
+process asks it first: a value there is the key's value; a tombstone there
+says the key lives on its new server now; a miss means there is no key
+(followers) or that it may have been made on the new server (leaders).
+
+- Followers (the first phase) make new keys on the old server, as a process
+  of the old ring does, and follow tombstones. They can run beside
+  processes that know nothing of the change, because until a leader exists
+  there is no tombstone.
+- Leaders (the second phase) make new keys on the new server, after a
+  tombstone on the old one claims the key for it: the old server's add
+  arbitrates between a follower making the key there and a leader making it
+  on the new one. A leader's write over a value on the old server moves it:
+  the old value is swapped for a tombstone by CAS, then the new value is
+  written to the new server.
+- migrate() moves every value left on the old servers the same way. Run
+  once every process leads, it leaves the old servers holding tombstones
+  only, and processes of the new ring alone can then start: they read the
+  new server, where every value is.
+
+A tombstone carries the value it replaced and when: a reader that finds a
+tombstone and no value on the new server in the moment between a move's
+two writes takes the carried value there (an add, which never overwrites).
+After FRESH seconds a carried value is stale and is never used.
+
+No writer puts a value on the old server over a tombstone: followers write
+there by CAS or add only, leaders never. So a tombstone, once written, is
+the end of the key's life on its old server until the key is deleted
+(a delete deletes it on both servers).
+"""
+
+import socket
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+from urllib.parse import unquote_to_bytes
+
+from pymemcache.exceptions import MemcacheClientError
+
+from webfarm.core.client.protocol import server_address
+from webfarm.core.client.ring import StableHashClient
+
+# A tombstone's value: this, when it was written (ms), ":", the lifetime its
+# value was written with (s), ":", that value.
+TOMBSTONE = b"\x00webfarm-moved:"
+# Seconds a tombstone's carried value may stand in for a new server's miss.
+FRESH = 10.0
+# Tries of a write that lost a race for the old server's value.
+TRIES = 8
+
+
+class Phase(StrEnum):
+    FOLLOW = "follow"
+    LEAD = "lead"
+
+
+def _bytes(value: bytes | str) -> bytes:
+    return value.encode() if isinstance(value, str) else value
+
+
+def tombstone(value: bytes | str, expire: int) -> bytes:
+    return b"%s%d:%d:%s" % (TOMBSTONE, int(time.time() * 1000), expire, _bytes(value))
+
+
+def is_tombstone(value: object) -> bool:
+    return isinstance(value, bytes) and value.startswith(TOMBSTONE)
+
+
+def carried(value: bytes, now: float | None = None) -> tuple[bytes, int] | None:
+    """The value a fresh tombstone carries and its lifetime, or None once
+    it is stale (or the tombstone is not one of ours)."""
+    stamp, _, rest = value[len(TOMBSTONE) :].partition(b":")
+    expire, _, carried_value = rest.partition(b":")
+    if not stamp.isdigit() or not expire.isdigit():
+        return None
+    if (time.time() if now is None else now) - int(stamp) / 1000 >= FRESH:
+        return None
+    return carried_value, int(expire)
+
+
+class RaceLost(MemcacheClientError):
+    """A write lost the race for a moving key's old value TRIES times."""
+
+
+class ChangingRing:
+    """The two rings of a change, as one client of pymemcache's API for
+    single keys: get, gets, get_many, gets_many, set, add, cas, incr, decr,
+    delete, delete_many, touch. A key on the same server in both rings goes
+    there as before; a moving key follows the rules above. CAS tokens are
+    tagged with the server that issued them (b"o..." old, b"n..." new)."""
+
+    def __init__(self, old: StableHashClient, new: StableHashClient, phase: Phase) -> None:
+        self.old, self.new, self.phase = old, new, phase
+
+    def moving(self, key: str) -> bool:
+        return self.old.hasher.get_node(key) != self.new.hasher.get_node(key)
+
+    # -- reading -----------------------------------------------------------------
+
+    def gets(self, key: str) -> tuple[Any, bytes | None]:
+        if not self.moving(key):
+            return self.new.gets(key)
+        value, token = self.old.gets(key)
+        if value is not None and not is_tombstone(value):
+            return value, b"o" + token
+        if value is None and self.phase is Phase.FOLLOW:
+            return None, None
+        found, token = self.new.gets(key)
+        if found is None and is_tombstone(value):
+            found, token = self._restored(key, value)
+        return (found, b"n" + token) if found is not None else (None, None)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self.gets(key)[0] if self.moving(key) else self.new.get(key)
+        return default if value is None else value
+
+    def gets_many(self, keys: Iterable[str]) -> dict[str, tuple[Any, bytes]]:
+        keys = list(keys)
+        moving = [k for k in keys if self.moving(k)]
+        found: dict[str, tuple[Any, bytes]] = {}
+        if len(moving) < len(keys):
+            staying = set(keys).difference(moving)
+            found.update(self.new.gets_many([k for k in keys if k in staying]))
+        if not moving:
+            return found
+        follow: dict[str, bytes | None] = {}
+        for key, (value, token) in self.old.gets_many(moving).items():
+            if is_tombstone(value):
+                follow[key] = value
+            else:
+                found[key] = (value, b"o" + token)
+        if self.phase is Phase.LEAD:
+            follow.update({k: None for k in moving if k not in found and k not in follow})
+        if follow:
+            on_new = self.new.gets_many(list(follow))
+            for key, stone in follow.items():
+                value, token = on_new.get(key, (None, None))
+                if value is None and stone is not None:
+                    value, token = self._restored(key, stone)
+                if value is not None:
+                    found[key] = (value, b"n" + token)
+        return found
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
+        return {key: value for key, (value, _) in self.gets_many(keys).items()}
+
+    def _restored(self, key: str, stone: bytes) -> tuple[Any, bytes | None]:
+        """The new server missed a key whose tombstone is fresh: its move is
+        between its two writes. The carried value goes there (never over a
+        value someone wrote meanwhile), then is read back with its CAS."""
+        fresh = carried(stone)
+        if fresh is None:
+            return None, None
+        self.new.add(key, fresh[0], expire=fresh[1], noreply=False)
+        return self.new.gets(key)
+
+    # -- writing -----------------------------------------------------------------
+
+    def cas(self, key: str, value: Any, cas: bytes, expire: int = 0, noreply: bool = False) -> bool | None:
+        if not self.moving(key):
+            return self.new.cas(key, value, cas, expire=expire, noreply=noreply)
+        side, token = cas[:1], cas[1:]
+        if side == b"n":
+            return self.new.cas(key, value, token, expire=expire, noreply=False)
+        if self.phase is Phase.FOLLOW:
+            return self.old.cas(key, value, token, expire=expire, noreply=False)
+        # A leader's write over an old value moves it.
+        if not self.old.cas(key, tombstone(value, expire), token, expire=expire, noreply=False):
+            return False
+        self._second_write(key, value, expire)
+        return True
+
+    def set(self, key: str, value: Any, expire: int = 0, noreply: bool | None = None) -> bool:
+        if not self.moving(key):
+            return self.new.set(key, value, expire=expire, noreply=noreply)
+        for _ in range(TRIES):
+            found, token = self.old.gets(key)
+            if is_tombstone(found):
+                return self.new.set(key, value, expire=expire, noreply=False)
+            if self.phase is Phase.FOLLOW:
+                done = (
+                    self.old.add(key, value, expire=expire, noreply=False)
+                    if found is None
+                    else self.old.cas(key, value, token, expire=expire, noreply=False)
+                )
+                if done:
+                    return True
+                continue
+            claimed = (
+                self.old.add(key, tombstone(value, expire), expire=expire, noreply=False)
+                if found is None
+                else self.old.cas(key, tombstone(value, expire), token, expire=expire, noreply=False)
+            )
+            if claimed:
+                self._second_write(key, value, expire)
+                return True
+        raise RaceLost(f"set {key!r}: the old server's value changed {TRIES} times under it")
+
+    def _second_write(self, key: str, value: Any, expire: int) -> None:
+        """A move's write on the new server, after its tombstone: an add. A
+        value already there came from the tombstone (a reader restored it)
+        or from a writer after it; either way it is newer than nothing, and
+        a set would throw away a writer's update made on the restored value."""
+        self.new.add(key, value, expire=expire, noreply=False)
+
+    def add(self, key: str, value: Any, expire: int = 0, noreply: bool | None = None) -> bool:
+        if not self.moving(key):
+            return self.new.add(key, value, expire=expire, noreply=noreply)
+        for _ in range(TRIES):
+            first = value if self.phase is Phase.FOLLOW else tombstone(value, expire)
+            if self.old.add(key, first, expire=expire, noreply=False):
+                if self.phase is Phase.FOLLOW:
+                    return True
+                # Won on the old server. A reader may have put the value the
+                # tombstone carries (ours) on the new one before us.
+                return bool(
+                    self.new.add(key, value, expire=expire, noreply=False)
+                    or self.new.get(key) == _bytes(value)
+                )
+            found = self.old.get(key)
+            if found is None:
+                continue  # deleted (or expired) since: try again
+            if not is_tombstone(found):
+                return False
+            if self.new.get(key) is None:
+                self._restored(key, found)
+            return self.new.add(key, value, expire=expire, noreply=False)
+        raise RaceLost(f"add {key!r}: the old server's key came and went {TRIES} times")
+
+    def incr(self, key: str, value: int, noreply: bool = False) -> int | None:
+        return self._arithmetic("incr", key, value)
+
+    def decr(self, key: str, value: int, noreply: bool = False) -> int | None:
+        return self._arithmetic("decr", key, value)
+
+    def _arithmetic(self, verb: str, key: str, delta: int) -> int | None:
+        if not self.moving(key):
+            return getattr(self.new, verb)(key, delta, noreply=False)
+        try:
+            # A number on the old server is the key's value: counted there
+            # (migrate() moves it later).
+            result = getattr(self.old, verb)(key, delta, noreply=False)
+        except MemcacheClientError:  # not a number: a tombstone, or a caller's mistake
+            stone = self.old.get(key)
+            if not is_tombstone(stone):
+                raise
+            if self.new.get(key) is None:
+                self._restored(key, stone)
+            return getattr(self.new, verb)(key, delta, noreply=False)
+        if result is not None or self.phase is Phase.FOLLOW:
+            return result
+        return getattr(self.new, verb)(key, delta, noreply=False)
+
+    def touch(self, key: str, expire: int = 0, noreply: bool | None = None) -> bool:
+        if not self.moving(key):
+            return self.new.touch(key, expire=expire, noreply=noreply)
+        found = self.old.get(key)
+        if found is not None and not is_tombstone(found):
+            return self.old.touch(key, expire=expire, noreply=False)
+        if found is None and self.phase is Phase.FOLLOW:
+            return False
+        if self.new.touch(key, expire=expire, noreply=False):
+            return True
+        # Between a move's two writes: the carried value first, then the touch.
+        if found is None or self._restored(key, found)[0] is None:
+            return False
+        return self.new.touch(key, expire=expire, noreply=False)
+
+    def delete(self, key: str, noreply: bool | None = None) -> bool:
+        if not self.moving(key):
+            return self.new.delete(key, noreply=noreply)
+        # Both servers: the tombstone goes with the value, and the key is new again.
+        on_old = self.old.delete(key, noreply=False)
+        return bool(self.new.delete(key, noreply=False) or on_old)
+
+    def delete_many(self, keys: Iterable[str], noreply: bool | None = None) -> bool:
+        for key in keys:
+            self.delete(key, noreply=noreply)
+        return True
+
+
+# -- moving what is left -----------------------------------------------------------
+
+
+@dataclass
+class Moved:
+    """What one walk over the old servers did."""
+
+    moved: int = 0  # values swapped for tombstones and written to their new server
+    tombstones: int = 0  # keys already moved (or made on the new server)
+    stayed: int = 0  # keys of the namespace whose server does not change
+    lost_races: int = 0  # keys whose value kept changing: the next walk moves them
+
+
+def migrate(ring: ChangingRing) -> Moved:
+    """Move every value of a moving key still on its old server, as a
+    leader's write would: the old value swapped for a tombstone by CAS, then
+    added on the new server (a value a leader wrote there first stays). Run
+    it when every process leads: then nothing puts a value back, and one
+    walk leaves the old servers with tombstones only."""
+    walked = Moved()
+    for node, key, expires in _namespace_keys(ring.old):
+        if not ring.moving(key) or ring.old.hasher.get_node(key) != node:
+            walked.stayed += 1
+            continue
+        for _ in range(TRIES):
+            value, token = ring.old.gets(key)
+            if value is None or is_tombstone(value):
+                walked.tombstones += value is not None
+                break
+            expire = 0 if expires < 0 else max(1, int(expires - time.time()))
+            if ring.old.cas(key, tombstone(value, expire), token, expire=expire, noreply=False):
+                ring.new.add(key, value, expire=expire, noreply=False)
+                walked.moved += 1
+                break
+        else:
+            walked.lost_races += 1
+    return walked
+
+
+def clear_tombstones(old: StableHashClient) -> int:
+    """Delete the tombstones a change left on `old`'s servers, once no
+    process reads them (every process is on the new ring): how many."""
+    cleared = 0
+    for _, key, _ in _namespace_keys(old):
+        value = old.get(key)
+        if is_tombstone(value) and old.delete(key, noreply=False):
+            cleared += 1
+    return cleared
+
+
+def _namespace_keys(ring: StableHashClient) -> Iterator[tuple[str, str, int]]:
+    """(server, key without the namespace, expiry as Unix time or -1) of
+    every item of the ring's namespace on each of its servers."""
+    prefix = ring.default_kwargs.get("key_prefix", b"")
+    for node, client in ring.clients.items():
+        for full, expires in _listing(server_address(client.server)):
+            if full.startswith(prefix):
+                yield node, full[len(prefix) :].decode(errors="replace"), expires
+
+
+def _listing(address: str) -> Iterator[tuple[bytes, int]]:
+    """Every live item of one server, from `lru_crawler metadump all`."""
+    host, _, port = address.rpartition(":")
+    with socket.create_connection((host.strip("[]"), int(port)), timeout=30) as sock:
+        sock.sendall(b"lru_crawler metadump all\r\n")
+        buffered = b""
+        while True:
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                return
+            buffered += chunk
+            *lines, buffered = buffered.split(b"\n")
+            for line in lines:
+                line = line.rstrip(b"\r")
+                if line == b"END":
+                    return
+                if line.startswith(b"BUSY") or line.startswith(b"ERROR"):
+                    raise MemcacheClientError(f"{address}: metadump refused: {line.decode(errors='replace')}")
+                fields = dict(part.split(b"=", 1) for part in line.split(b" ") if b"=" in part)
+                if b"key" in fields:
+                    yield unquote_to_bytes(fields[b"key"]), int(fields.get(b"exp", b"-1"))
