@@ -1,9 +1,10 @@
 """`make farm`: the whole farm on one machine, behind nginx.
 
 nginx on PORT (round robin over the web nodes, progress polls answered from
-memcached), FARM_WEB_NODES gunicorn nodes, FARM_WORKERS Celery workers and
-celery beat, two memcached servers (the vote queue mirrored on both), and
-PostgreSQL (DATABASE_URL; the database is created if missing). The broker is
+memcached), FARM_WEB_NODES gunicorn nodes, FARM_WORKERS Celery workers,
+celery beat and a worker of one process for beat's tasks
+(HOUSEKEEPING_QUEUE), two memcached servers (the vote queue mirrored on
+both), and PostgreSQL (DATABASE_URL; the database is created if missing). The broker is
 memcached, or the local Redis with FARM_BROKER=redis. Ctrl-C stops what it
 started.
 
@@ -127,6 +128,9 @@ def farm_env(base: dict[str, str]) -> dict[str, str]:
         "MEMCACHED_SERVERS": memcached,
         "QUEUES_MIRRORS": memcached,
         "MEMCACHED_NAMESPACE": "webfarm",
+        # Beat's tasks on a worker of their own, as deploy/ runs them: a vote
+        # flush never waits behind the workers' reports.
+        "HOUSEKEEPING_QUEUE": "housekeeping",
         # Behind nginx: the client's address is in X-Forwarded-For.
         "TRUSTED_PROXIES": "127.0.0.1",
         **base,
@@ -153,6 +157,11 @@ def processes(env: dict[str, str], *, port: int, nodes: int, workers: int) -> di
     for n in range(1, workers + 1):
         commands[f"worker{n}"] = f"{VENV_BIN}/celery -A demofarm worker -l info -n worker{n}@%h"
     commands["beat"] = f"{VENV_BIN}/celery -A demofarm beat -l info --schedule {RUN_DIR}/celerybeat-schedule"
+    if env.get("HOUSEKEEPING_QUEUE"):  # deploy/systemd/webfarm-housekeeping.service
+        commands["housekeeping"] = (
+            f"{VENV_BIN}/celery -A demofarm worker -l info -n housekeeping@%h "
+            f"-Q {shlex.quote(env['HOUSEKEEPING_QUEUE'])} --concurrency 1"
+        )
     conf = render_nginx(
         listen=f"{env.get('HOST', '127.0.0.1')}:{port}",
         web=web,

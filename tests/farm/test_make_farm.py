@@ -1,5 +1,5 @@
 """`make farm` itself (python -m demofarm.farm): it starts nginx, two web
-nodes, two workers, beat and two memcached servers on PostgreSQL; a report
+nodes, two workers, beat and its housekeeping worker and two memcached servers on PostgreSQL; a report
 started through it runs and is followed on the fast path; a command run
 with `python -m demofarm.farm manage` reaches it; Ctrl-C stops every process
 it started."""
@@ -31,6 +31,7 @@ MARKS = (
     f"127.0.0.1:{WEB_PORT_BASE}",
     "-n worker1@",
     "demofarm beat",
+    "-n housekeeping@",
 )
 
 
