@@ -85,6 +85,20 @@ def carried(value: bytes, now: float | None = None) -> tuple[bytes, int] | None:
     return carried_value, int(expire)
 
 
+OLD, NEW = 0, 1
+
+
+def _token(cas: bytes, side: int) -> bytes:
+    """A CAS token that says which server issued it: still the digits of an
+    integer, as callers that put it in a meta command (C<cas>) expect."""
+    return b"%d" % (int(cas) * 2 + side)
+
+
+def _untoken(token: bytes | int) -> tuple[bytes, int]:
+    cas, side = divmod(int(token), 2)
+    return b"%d" % cas, side
+
+
 class RaceLost(MemcacheClientError):
     """A write lost the race for a moving key's old value TRIES times."""
 
@@ -93,8 +107,8 @@ class ChangingRing:
     """The two rings of a change, as one client of pymemcache's API for
     single keys: get, gets, get_many, gets_many, set, add, cas, incr, decr,
     delete, delete_many, touch. A key on the same server in both rings goes
-    there as before; a moving key follows the rules above. CAS tokens are
-    tagged with the server that issued them (b"o..." old, b"n..." new)."""
+    there as before; a moving key follows the rules above. A moving key's
+    CAS token says which of its two servers issued it (_token)."""
 
     def __init__(self, old: StableHashClient, new: StableHashClient, phase: Phase) -> None:
         self.old, self.new, self.phase = old, new, phase
@@ -109,13 +123,13 @@ class ChangingRing:
             return self.new.gets(key)
         value, token = self.old.gets(key)
         if value is not None and not is_tombstone(value):
-            return value, b"o" + token
+            return value, _token(token, OLD)
         if value is None and self.phase is Phase.FOLLOW:
             return None, None
         found, token = self.new.gets(key)
         if found is None and is_tombstone(value):
             found, token = self._restored(key, value)
-        return (found, b"n" + token) if found is not None else (None, None)
+        return (found, _token(token, NEW)) if found is not None else (None, None)
 
     def get(self, key: str, default: Any = None) -> Any:
         value = self.gets(key)[0] if self.moving(key) else self.new.get(key)
@@ -135,7 +149,7 @@ class ChangingRing:
             if is_tombstone(value):
                 follow[key] = value
             else:
-                found[key] = (value, b"o" + token)
+                found[key] = (value, _token(token, OLD))
         if self.phase is Phase.LEAD:
             follow.update({k: None for k in moving if k not in found and k not in follow})
         if follow:
@@ -145,7 +159,7 @@ class ChangingRing:
                 if value is None and stone is not None:
                     value, token = self._restored(key, stone)
                 if value is not None:
-                    found[key] = (value, b"n" + token)
+                    found[key] = (value, _token(token, NEW))
         return found
 
     def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
@@ -166,8 +180,8 @@ class ChangingRing:
     def cas(self, key: str, value: Any, cas: bytes, expire: int = 0, noreply: bool = False) -> bool | None:
         if not self.moving(key):
             return self.new.cas(key, value, cas, expire=expire, noreply=noreply)
-        side, token = cas[:1], cas[1:]
-        if side == b"n":
+        token, side = _untoken(cas)
+        if side == NEW:
             return self.new.cas(key, value, token, expire=expire, noreply=False)
         if self.phase is Phase.FOLLOW:
             return self.old.cas(key, value, token, expire=expire, noreply=False)
