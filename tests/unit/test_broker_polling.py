@@ -25,15 +25,16 @@ class Cycle:
 
 @pytest.fixture
 def clock(monkeypatch):
-    """A clock that moves only when the poller sleeps; the pauses slept."""
+    """A clock that moves only when the poller sleeps; the pauses slept.
+    The transport's own `time` is replaced, not the time module: the
+    process's other threads keep sleeping on the real one."""
     state = SimpleNamespace(now=1000.0, pauses=[])
 
     def sleep(seconds):
         state.pauses.append(seconds)
         state.now += seconds
 
-    monkeypatch.setattr(transport.time, "monotonic", lambda: state.now)
-    monkeypatch.setattr(transport.time, "sleep", sleep)
+    monkeypatch.setattr(transport, "time", SimpleNamespace(monotonic=lambda: state.now, sleep=sleep))
     return state
 
 
