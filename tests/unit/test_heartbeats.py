@@ -8,12 +8,12 @@ import time
 import pytest
 
 from tests.harness.processes import wait_for
-from webfarm.progress.heartbeats import Heartbeats
+from webfarm.progress import heartbeats
 
 
 @pytest.fixture
 def beats():
-    return Heartbeats()
+    return heartbeats.Heartbeats()
 
 
 def test_one_thread_beats_for_every_job(beats):
@@ -104,8 +104,6 @@ def test_a_beat_that_raises_does_not_stop_the_others(beats):
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX fork")
 def test_a_forked_child_has_none_of_its_parents_beats():
-    from webfarm.progress import heartbeats
-
     parent_beats = [0]
     beat_id = heartbeats.start(0.01, lambda: parent_beats.__setitem__(0, parent_beats[0] + 1))
     try:
