@@ -1,6 +1,6 @@
 """A memcached server that stops answering is marked down after a bounded
 number of failed calls, is not tried on every call after that, is tried again
-by one call at a time, and comes back by itself (webfarm.core.health). Against a real
+by the process's prober and by no call, and comes back by itself (webfarm.core.health). Against a real
 memcached and a real socket that accepts connections and never answers, the
 way a host that vanished behind a switch behaves for a connection that was
 already open."""
@@ -116,29 +116,42 @@ def test_a_silent_server_is_down_after_the_failures_allowed_and_then_not_tried(t
     assert ring.get(live_key) == b"fine"
 
 
-def test_one_call_at_a_time_tries_a_down_server_again(two_servers, silent):
+def test_no_call_tries_a_down_server_again_the_prober_does(two_servers, silent):
+    """While it is down, every call is refused at once, however long it
+    stays down (a request pays one timeout per process, never one per
+    RETRY_DOWN); the prober alone tries it, on connections of its own."""
     _, dead = two_servers
     ring = get_client()
     dead_key = _key_on(dead, "k")
     _mark_down(ring, dead_key)
-    processes.wait_for(lambda: not _refused(ring, dead_key), timeout=5, what="the retry window")
-    # That call was the try: it waited, failed, and the server is down again.
-    tried = silent.received
-    errors: list[type] = []
+    tried, probes = silent.received, silent.connections
+    slowest: list[float] = []
 
-    def call() -> None:
-        try:
-            ring.get(dead_key)
-        except Exception as exc:
-            errors.append(type(exc))
+    def calls() -> None:
+        deadline = time.monotonic() + 4 * 0.5  # four RETRY_DOWN periods
+        while time.monotonic() < deadline:
+            began = time.monotonic()
+            with pytest.raises(health.ServerDown, match="is down"):
+                ring.get(dead_key)
+            slowest.append(time.monotonic() - began)
+            time.sleep(0.01)
 
-    threads = [threading.Thread(target=call) for _ in range(8)]
+    threads = [threading.Thread(target=calls) for _ in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert errors == [health.ServerDown] * 8
-    assert silent.received == tried
+    assert len(slowest) > 40
+    assert max(slowest) < 0.1, max(slowest)  # the timeout is 0.3 s: none paid it
+
+    # The prober asked meanwhile, each time on a new connection: a version
+    # request, never a call's command.
+    def only_probes() -> bool:
+        made = silent.connections - probes
+        return made >= 2 and silent.received - tried == len(b"version\r\n") * made
+
+    processes.wait_for(only_probes, timeout=5, what="the prober's tries, and nothing else")
+    assert health.is_down(dead)
 
 
 def _refused(ring, key: str) -> bool:

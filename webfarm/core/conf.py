@@ -32,7 +32,7 @@ get_config = AppSettings(
             "for the process: calls to it fail at once "
             "([operations.md](operations.md#a-memcached-host-vanishes))",
         ),
-        Setting("RETRY_DOWN", 1.0, "seconds between one call's tries of a server that is down"),
+        Setting("RETRY_DOWN", 1.0, "seconds between the prober's tries of a server that is down"),
         Setting(
             "OPTIONS",
             {},
