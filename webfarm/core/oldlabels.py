@@ -14,13 +14,17 @@ own apps can be relabelled the same way.
 
 It adopts an old label only when nothing could be someone else's: no
 installed app has that label, every migration recorded under it is one of
-ours, every table its models had exists and none of the new ones does yet.
+ours, every table its models had exists (a model added since had none) and
+none of the new ones does yet.
 """
+
+from typing import Any
 
 from django.apps import apps
 from django.db import connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.migrations.loader import MigrationLoader
+from django.db.migrations.operations import CreateModel
 from django.db.migrations.recorder import MigrationRecorder
 
 
@@ -42,8 +46,11 @@ def adopt_old_labels(database: str = "default") -> list[tuple[str, str]]:
     tables = set(connection.introspection.table_names())
     adopted = []
     for old, new in renamed().items():
-        renames = _table_renames(old, new)
+        # A model added since the old label was left has no old table: its
+        # migration, not yet applied, makes it.
         recorded = {name for app, name in applied if app == old}
+        later = _made_by(new, [m for (app, name), m in ours.items() if app == new and name not in recorded])
+        renames = [(before, after) for before, after in _table_renames(old, new) if after not in later]
         if (
             not recorded
             or any(config.label == old for config in apps.get_app_configs())
@@ -55,6 +62,16 @@ def adopt_old_labels(database: str = "default") -> list[tuple[str, str]]:
         _adopt(connection, old, new, renames)
         adopted.append((old, new))
     return adopted
+
+
+def _made_by(label: str, migrations: list[Any]) -> set[str]:
+    """The tables these migrations of app `label` create."""
+    made = set()
+    for migration in migrations:
+        for operation in migration.operations:
+            if isinstance(operation, CreateModel):
+                made.add(apps.get_model(label, operation.name)._meta.db_table)
+    return made
 
 
 def _table_renames(old: str, new: str) -> list[tuple[str, str]]:
