@@ -27,8 +27,10 @@ def pytest_configure(config: pytest.Config) -> None:
 
     # The read and write URLs too: the settings set them (demofarm/settings.py).
     app.conf.broker_url = app.conf.broker_read_url = app.conf.broker_write_url = "memory://"
+    # POOL_FOLLOW: in-process tests name their servers; a test of the pool's
+    # changes turns it on (tests/unit/test_pool_plan.py).
     override_settings(
-        MEMCACHED={**settings.MEMCACHED, "SERVERS": [NOWHERE]},
+        MEMCACHED={**settings.MEMCACHED, "SERVERS": [NOWHERE], "POOL_FOLLOW": False},
         CACHES={"default": {**settings.CACHES["default"], "LOCATION": [NOWHERE]}},
     ).enable()
 
@@ -66,6 +68,15 @@ def memcached_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     process, address = processes.memcached(tmp_path_factory.mktemp("memcached"))
     yield address
     process.stop()
+
+
+@pytest.fixture(scope="module")
+def three_memcached(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[str]]:
+    """Three more real memcached servers, for a module's tests of a pool."""
+    started = [processes.memcached(tmp_path_factory.mktemp("pool")) for _ in range(3)]
+    yield [address for _, address in started]
+    for process, _ in started:
+        process.stop()
 
 
 @pytest.fixture(autouse=True)

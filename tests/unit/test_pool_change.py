@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from tests.harness import keyspace, processes
+from tests.harness import keyspace
 from webfarm.core.client import build_client
 from webfarm.core.client.changing import (
     FRESH,
@@ -22,19 +22,11 @@ from webfarm.core.client.changing import (
 )
 
 
-@pytest.fixture(scope="module")
-def three(tmp_path_factory):
-    started = [processes.memcached(tmp_path_factory.mktemp("pool")) for _ in range(3)]
-    yield [address for _, address in started]
-    for process, _ in started:
-        process.stop()
-
-
 @pytest.fixture
-def rings(three):
+def rings(three_memcached):
     """Growing from two servers to three: old, new, and each phase between."""
     namespace = f"pc{uuid.uuid4().hex[:8]}"
-    old, new = build_client(three[:2], namespace), build_client(three, namespace)
+    old, new = build_client(three_memcached[:2], namespace), build_client(three_memcached, namespace)
     return {
         "old": old,
         "follow": ChangingRing(old, new, Phase.FOLLOW),
@@ -144,7 +136,7 @@ def test_counting_through_the_whole_change_loses_no_count(rings):
     assert {key: new.get(key) for key in keys} == {key: b"150" for key in keys}  # 30 + 3 x 30 + 30
 
 
-def test_after_the_last_walk_the_new_ring_alone_finds_every_value(rings, three):
+def test_after_the_last_walk_the_new_ring_alone_finds_every_value(rings, three_memcached):
     old, lead, new = rings["old"], rings["lead"], rings["new"]
     keys = [f"item{i}" for i in range(300)]
     for key in keys:
@@ -156,7 +148,7 @@ def test_after_the_last_walk_the_new_ring_alone_finds_every_value(rings, three):
     # The lifetime went with the value.
     namespace = old.default_kwargs["key_prefix"].decode()
     moved = next(k for k in keys if lead.moving(k))
-    _, item = keyspace.value_and_item(three[2], f"{namespace}{moved}")
+    _, item = keyspace.value_and_item(three_memcached[2], f"{namespace}{moved}")
     assert 590 <= item.ttl() <= 600 + keyspace.CLOCK_SLACK
     assert migrate(lead).moved == 0
     assert clear_tombstones(old) == walked.moved
@@ -181,9 +173,9 @@ def test_a_stale_tombstones_value_is_never_used(rings):
     assert follow.get(key) is None
 
 
-def test_shrinking_moves_the_leaving_servers_keys_onto_the_others(three):
+def test_shrinking_moves_the_leaving_servers_keys_onto_the_others(three_memcached):
     namespace = f"pc{uuid.uuid4().hex[:8]}"
-    old, new = build_client(three, namespace), build_client(three[:2], namespace)
+    old, new = build_client(three_memcached, namespace), build_client(three_memcached[:2], namespace)
     lead = ChangingRing(old, new, Phase.LEAD)
     keys = [f"s{i}" for i in range(300)]
     for key in keys:
@@ -194,7 +186,7 @@ def test_shrinking_moves_the_leaving_servers_keys_onto_the_others(three):
     assert all(new.get(key) == key.encode() for key in keys)
     clear_tombstones(old)
     # The leaving server holds nothing of the namespace.
-    assert not keyspace.items(three[2], namespace)
+    assert not keyspace.items(three_memcached[2], namespace)
 
 
 def test_a_delete_ends_the_key_on_both_servers(rings):

@@ -34,6 +34,13 @@ get_config = AppSettings(
         ),
         Setting("RETRY_DOWN", 1.0, "seconds between the prober's tries of a server that is down"),
         Setting(
+            "POOL_FOLLOW",
+            True,
+            "follow the pool the database names (`manage.py memcached_pool`), read every `POOL_REFRESH` "
+            "seconds, over `SERVERS`",
+        ),
+        Setting("POOL_REFRESH", 1.0, "seconds between a process's reads of the pool it should use"),
+        Setting(
             "OPTIONS",
             {},
             "more keyword arguments for pymemcache's clients (`max_pool_size`, …)",

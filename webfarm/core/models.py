@@ -14,3 +14,30 @@ class Revocation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key} at {self.at}"
+
+
+class PoolChange(models.Model):
+    """A change of the memcached pool (webfarm.core.pool): the newest row says
+    which servers the farm uses, or which two lists it is between."""
+
+    old = models.TextField()  # comma-separated host:port, as MEMCACHED_SERVERS
+    new = models.TextField()
+    stage = models.CharField(max_length=16)
+    started_at = models.DateTimeField(auto_now_add=True)
+    staged_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.old} -> {self.new} ({self.stage})"
+
+
+class PoolMember(models.Model):
+    """A process that follows the pool: which change and stage it last read,
+    and when (a process silent for longer than pool.MEMBER_TTL is gone)."""
+
+    name = models.CharField(max_length=200, unique=True)  # host:pid
+    change = models.BigIntegerField()
+    stage = models.CharField(max_length=16)
+    seen_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.change} {self.stage}"

@@ -116,6 +116,14 @@ class ChangingRing:
     def moving(self, key: str) -> bool:
         return self.old.hasher.get_node(key) != self.new.hasher.get_node(key)
 
+    def __getattr__(self, name: str) -> Any:
+        if name in ("old", "new", "phase"):
+            raise AttributeError(name)  # not set yet: no recursion through self.old
+        # What callers route to one server themselves (server_of: queues,
+        # limit slots, meta batches) stays on the old ring's server for the
+        # change's duration.
+        return getattr(self.old, name)
+
     # -- reading -----------------------------------------------------------------
 
     def gets(self, key: str) -> tuple[Any, bytes | None]:

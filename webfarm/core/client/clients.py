@@ -8,27 +8,39 @@ from collections.abc import Iterable
 
 from django.core.exceptions import ImproperlyConfigured
 
+from webfarm.core.client.changing import ChangingRing, Phase
 from webfarm.core.client.protocol import ReconnectingClient
 from webfarm.core.client.ring import StableHashClient, build_client
 from webfarm.core.conf import get_config
+from webfarm.core.pool import Plan, Stage, current_plan
 
 _lock = threading.Lock()
-_clients: dict[int, StableHashClient] = {}
+_clients: dict[tuple[int, Plan], StableHashClient] = {}
 
 
 def get_client() -> StableHashClient:
-    """The process's client; a forked child (Celery prefork) builds its own."""
-    pid = os.getpid()
-    client = _clients.get(pid)
+    """The process's client, on the pool it uses now (webfarm.core.pool); a
+    forked child (Celery prefork) builds its own. While the pool changes,
+    a ChangingRing over the old list and the new one."""
+    slot = (os.getpid(), current_plan())
+    client = _clients.get(slot)
     if client is None:
         with _lock:
-            client = _clients.get(pid)
+            client = _clients.get(slot)
             if client is None:
-                config = get_config()
-                client = build_client(config["SERVERS"], config["NAMESPACE"])
+                client = _build(slot[1])
                 _clients.clear()
-                _clients[pid] = client
+                _clients[slot] = client
     return client
+
+
+def _build(plan: Plan) -> StableHashClient:
+    namespace = get_config()["NAMESPACE"]
+    new = build_client(plan.servers, namespace)
+    if not plan.changing:
+        return new
+    phase = Phase.FOLLOW if plan.stage is Stage.FOLLOW else Phase.LEAD
+    return ChangingRing(build_client(plan.old, namespace), new, phase)  # type: ignore[return-value]
 
 
 def reset_client() -> None:

@@ -1,0 +1,143 @@
+"""The pool a process uses (webfarm/core/pool.py): the newest PoolChange row
+says it, every process follows the row without a restart, says where it
+stands, and stops using memcached when it cannot tell. On a real database
+and real memcached servers; the follower reads on a connection of its own,
+so the rows are committed (transaction=True)."""
+
+import os
+import threading
+import time
+import uuid
+
+import pytest
+from django.db import OperationalError
+
+from tests.harness import processes
+from webfarm.core import pool
+from webfarm.core.client import get_client
+from webfarm.core.client.changing import ChangingRing, Phase
+from webfarm.core.client.ring import StableHashClient
+from webfarm.core.models import PoolChange, PoolMember
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def following(settings, three_memcached):
+    settings.MEMCACHED = {
+        **settings.MEMCACHED,
+        "SERVERS": three_memcached[:2],
+        "NAMESPACE": f"pp{uuid.uuid4().hex[:8]}",
+        "POOL_FOLLOW": True,
+        "POOL_REFRESH": 0.1,
+    }
+    yield three_memcached
+    # Its thread ends before the test's database is emptied (SQLite locks
+    # the table a reader is on).
+    settings.MEMCACHED = {**settings.MEMCACHED, "POOL_FOLLOW": False}
+    pool.stop()
+
+
+def _servers(ring: StableHashClient) -> list[str]:
+    return sorted(ring.hasher.nodes)
+
+
+def test_without_a_change_a_process_uses_the_settings_list(following):
+    ring = get_client()
+    assert isinstance(ring, StableHashClient)
+    assert _servers(ring) == sorted(following[:2])
+    assert pool.current_plan() == pool.Plan(tuple(following[:2]))
+
+
+def test_a_process_follows_each_stage_of_a_change_without_a_restart(following):
+    old, new = ",".join(following[:2]), ",".join(following)
+    get_client().set("before", b"kept")
+    change = PoolChange.objects.create(old=old, new=new, stage=pool.Stage.FOLLOW)
+    pool.refresh()
+    ring = get_client()
+    assert isinstance(ring, ChangingRing) and ring.phase is Phase.FOLLOW
+    assert (_servers(ring.old), _servers(ring.new)) == (sorted(following[:2]), sorted(following))
+    assert ring.get("before") == b"kept"
+
+    PoolChange.objects.filter(pk=change.pk).update(stage=pool.Stage.LEAD)
+    pool.refresh()
+    assert get_client().phase is Phase.LEAD
+    assert get_client().get("before") == b"kept"
+
+    PoolChange.objects.filter(pk=change.pk).update(stage=pool.Stage.NEW)
+    pool.refresh()
+    ring = get_client()
+    assert isinstance(ring, StableHashClient) and _servers(ring) == sorted(following)
+    assert pool.current_plan() == pool.Plan(tuple(following), (), pool.Stage.NEW, change.pk)
+
+
+def test_the_follower_finds_a_change_by_itself_within_its_refresh(following):
+    get_client()
+    PoolChange.objects.create(old=",".join(following[:2]), new=",".join(following), stage=pool.Stage.FOLLOW)
+    processes.wait_for(
+        lambda: isinstance(get_client(), ChangingRing), timeout=5, what="the process to follow the change"
+    )
+
+
+def test_each_process_says_which_stage_it_has_read(following):
+    change = PoolChange.objects.create(
+        old=",".join(following[:2]), new=",".join(following), stage=pool.Stage.LEAD
+    )
+    pool.refresh()
+    member = PoolMember.objects.get(name=pool.member_name())
+    assert (member.change, member.stage) == (change.pk, "lead")
+    # A forked child is a member of its own, under its own name, with a
+    # follower of its own (the parent's thread is not forked). The unit
+    # tests' database is in memory: the child reads its own copy.
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            pool.refresh()
+            said = dict(PoolMember.objects.values_list("name", "stage")).get(pool.member_name())
+            os.write(write, f"{pool.member_name()} {said}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    child = os.read(read, 200).decode()
+    os.waitpid(pid, 0)
+    assert child == f"{pool.member_name().rsplit(':', 1)[0]}:{pid} lead"
+
+
+def test_a_process_that_cannot_read_the_pool_stops_using_memcached(following, monkeypatch):
+    get_client().set("k", b"v")
+    monkeypatch.setattr(pool, "STALE", 0.5)
+
+    def away() -> pool.Plan:
+        raise OperationalError("the database is away")
+
+    monkeypatch.setattr(pool, "read_plan", away)
+    deadline = time.monotonic() + 10
+    while True:  # the plan known is used for STALE seconds, then refused
+        try:
+            get_client().get("k")
+        except pool.PoolUnknown as exc:
+            assert "has not been read" in str(exc)
+            break
+        assert time.monotonic() < deadline, "a process used a pool it could not read for 10 s"
+        time.sleep(0.05)
+    monkeypatch.undo()
+    processes.wait_for(lambda: _answers(), timeout=5, what="memcached again once the pool is read")
+
+
+def _answers() -> bool:
+    try:
+        return get_client().get("k") == b"v"
+    except pool.PoolUnknown:
+        return False
+
+
+def test_many_threads_asking_at_once_wait_for_one_read(following):
+    pool.forget()
+    found: list[object] = []
+    threads = [threading.Thread(target=lambda: found.append(pool.current_plan())) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert found == [pool.Plan(tuple(following[:2]))] * 8
