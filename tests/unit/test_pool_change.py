@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from tests.harness import keyspace
-from webfarm.core.client import build_client
+from webfarm.core.client import MetaBatch, build_client
 from webfarm.core.client.changing import (
     FRESH,
     TOMBSTONE,
@@ -240,3 +240,99 @@ def test_read_modify_writes_by_cas_lose_no_update_while_the_keys_move(rings):
     for key in keys:
         value = new.get(key)
         assert sorted(value) == sorted(b"f" * 25 + b"l" * 25 + b"g" * 25 + b"m" * 25), key
+
+
+# -- meta commands while the pool changes (webfarm/core/client/changing_meta.py) --
+
+
+def _neighbours(rings):
+    """Each pair of kinds that run side by side: (earlier, later)."""
+    return [("old", "follow"), ("follow", "lead"), ("lead", "new")]
+
+
+def test_a_record_written_by_meta_commands_is_one_record_for_both_neighbours(rings):
+    """What the job store does in one batch (an add with a lifetime, a read
+    with its CAS, a write at that CAS, a delete), each step by either kind."""
+    for first, second in _neighbours(rings):
+        a, b = rings[first], rings[second]
+        for key in moving_keys(rings["lead"], 4, f"rec-{first}-"):
+            batch = MetaBatch(a)
+            added = batch.set(key, "T60", "ME", value=b"queued")
+            assert batch.run()[added].done
+            again = MetaBatch(b)
+            twice = again.set(key, "T60", "ME", value=b"a second record")
+            theirs = again.get(key, "v", "c")
+            replies = again.run()
+            assert not replies[twice].done and replies[theirs].value == b"queued"
+            # A read-modify-write by each (a CAS is the process's own, as
+            # read): the first to write wins, the other's CAS is stale.
+            mine = MetaBatch(a)
+            read = mine.get(key, "v", "c")
+            token = mine.run()[read].cas
+            write = MetaBatch(a)
+            stored = write.set(key, "T60", f"C{token}", value=b"running")
+            assert write.run()[stored].done
+            stale = MetaBatch(b)
+            lost = stale.set(key, "T60", f"C{replies[theirs].cas}", value=b"stale")
+            assert stale.run()[lost].changed
+            check = MetaBatch(b)
+            seen = check.get(key, "v")
+            assert check.run()[seen].value == b"running", (first, second, key)
+            gone = MetaBatch(a)
+            gone.delete(key)
+            gone.run()
+            assert b.get(key) is None and a.get(key) is None
+
+
+def test_counters_made_and_bumped_by_meta_commands_lose_no_count(rings):
+    """A vote's `ma N J v` (made on a miss, then counted) and a final write's
+    `ma D` by both kinds of each pair: one total."""
+    for first, second in _neighbours(rings):
+        kinds = (rings[first], rings[second])
+        for key in moving_keys(rings["lead"], 3, f"cnt-{first}-"):
+            seen = []
+            for i in range(20):
+                batch = MetaBatch(kinds[i % 2])
+                index = batch.arithmetic(key, "N60", "J1", "v")
+                seen.append(batch.run()[index].number())
+            assert seen == list(range(1, 21)), (first, second, seen)
+            bump = MetaBatch(kinds[1])
+            bump.arithmetic(key, "D5")
+            assert bump.run()[0].done
+            assert kinds[0].get(key) == kinds[1].get(key) == b"25"
+
+
+def test_a_moving_keys_commands_and_the_others_answer_in_the_batchs_order(rings):
+    lead = rings["lead"]
+    moving = moving_keys(lead, 3, "mix")
+    staying = [k for k in (f"mix-s{i}" for i in range(60)) if not lead.moving(k)][:3]
+    batch = MetaBatch(lead)
+    order = []
+    for m, s in zip(moving, staying, strict=True):
+        order += [batch.set(m, "T60", value=m.encode()), batch.set(s, "T60", value=s.encode())]
+    reads = [batch.get(k, "v") for pair in zip(moving, staying, strict=True) for k in pair]
+    replies = batch.run()
+    assert all(replies[i].done for i in order)
+    assert [replies[i].value for i in reads] == [
+        k.encode() for p in zip(moving, staying, strict=True) for k in p
+    ]
+    # The moving ones live on their new server, as a leader makes them.
+    assert [rings["new"].get(k) for k in moving] == [k.encode() for k in moving]
+
+
+def test_a_cache_that_recomputes_on_a_miss_is_made_on_its_new_server(rings):
+    follow = rings["follow"]
+    key = moving_keys(follow, 1, "memo")[0]
+    batch = MetaBatch(follow)
+    asked = batch.get(key, "v", "N30", "R30")
+    reply = batch.run()[asked]
+    assert reply.won and not reply.value  # made empty on the miss: this caller recomputes
+    assert rings["old"].get(key) is None  # nothing put on the old server
+
+
+def test_a_flag_the_change_does_not_know_is_refused_not_guessed(rings):
+    key = moving_keys(rings["lead"], 1, "odd")[0]
+    batch = MetaBatch(rings["lead"])
+    batch.get(key, "v", "t")  # a remaining-lifetime read: not one the farm sends
+    with pytest.raises(ValueError, match="has no meaning while the pool changes"):
+        batch.run()

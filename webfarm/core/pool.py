@@ -135,6 +135,9 @@ class _Follower:
 
     def _run(self) -> None:
         while get_config()["POOL_FOLLOW"]:
+            # A read is as fresh as its start: one under way when the row
+            # changed may not have seen it.
+            began = time.monotonic()
             try:
                 plan = read_plan()
                 self._say(plan)
@@ -144,7 +147,7 @@ class _Follower:
                 with self.lock:
                     if plan != self.plan and self.plan is not None:
                         logger.info("memcached pool: %s", plan)
-                    self.plan, self.read_at = plan, time.monotonic()
+                    self.plan, self.read_at = plan, began
                     self.read.notify_all()
             finally:
                 # The thread holds no connection between reads.

@@ -1,5 +1,7 @@
 """Meta commands on keys anywhere on the ring, one pipeline per server."""
 
+from webfarm.core.client.changing import ChangingRing
+from webfarm.core.client.changing_meta import derived, run_moving
 from webfarm.core.client.clients import client_of, get_client, server_of
 from webfarm.core.client.protocol import MetaReply, meta_command
 from webfarm.core.client.ring import StableHashClient
@@ -19,6 +21,10 @@ class MetaBatch:
     queue or a limit keeps together on one server). Raises what pymemcache
     raises for a server that cannot be reached; the batch may then have run
     on the other servers.
+
+    While the pool changes (a ChangingRing), a key that moves is read and
+    written as changing_meta says, outside the pipelines; a routed group
+    stays on its old server for now.
     """
 
     def __init__(self, ring: StableHashClient | None = None) -> None:
@@ -56,12 +62,15 @@ class MetaBatch:
         command memcached refused (SERVER_ERROR out of memory under -M) is a
         reply with that status, and the commands after it still run, so the
         caller learns what was stored; by default the first refusal raises."""
-        by_server: dict[str, list[int]] = {}
-        for index, (route, *_) in enumerate(self._commands):
-            by_server.setdefault(server_of(route, self.ring), []).append(index)
         replies: list[MetaReply | None] = [None] * len(self._commands)
-        for server, indexes in by_server.items():
-            client = client_of(server, self.ring)
+        by_server: dict[tuple[str, StableHashClient], list[int]] = {}
+        if isinstance(self.ring, ChangingRing):
+            self._moving_first(self.ring, replies, by_server, errors)
+        else:
+            for index, (route, *_) in enumerate(self._commands):
+                by_server.setdefault((server_of(route, self.ring), self.ring), []).append(index)
+        for (server, ring), indexes in by_server.items():
+            client = client_of(server, ring)
             commands = []
             for index in indexes:
                 _, verb, key, flags, value = self._commands[index]
@@ -70,3 +79,21 @@ class MetaBatch:
                 replies[index] = reply
         self._commands = []
         return replies  # type: ignore[return-value]
+
+    def _moving_first(
+        self,
+        ring: ChangingRing,
+        replies: list[MetaReply | None],
+        by_server: dict[tuple[str, StableHashClient], list[int]],
+        errors: bool,
+    ) -> None:
+        """While the pool changes: each command on a moving key run now, as
+        changing_meta does it; the others grouped by server as usual."""
+        for index, (route, verb, key, flags, value) in enumerate(self._commands):
+            on: StableHashClient = ring  # type: ignore[assignment]
+            if route == key and ring.moving(key):
+                if not derived(verb, flags):
+                    replies[index] = run_moving(ring, verb, key, flags, value, errors=errors)
+                    continue
+                on = ring.new
+            by_server.setdefault((server_of(route, on), on), []).append(index)

@@ -94,7 +94,7 @@ def _token(cas: bytes, side: int) -> bytes:
     return b"%d" % (int(cas) * 2 + side)
 
 
-def _untoken(token: bytes | int) -> tuple[bytes, int]:
+def split_token(token: bytes | int) -> tuple[bytes, int]:
     cas, side = divmod(int(token), 2)
     return b"%d" % cas, side
 
@@ -188,7 +188,7 @@ class ChangingRing:
     def cas(self, key: str, value: Any, cas: bytes, expire: int = 0, noreply: bool = False) -> bool | None:
         if not self.moving(key):
             return self.new.cas(key, value, cas, expire=expire, noreply=noreply)
-        token, side = _untoken(cas)
+        token, side = split_token(cas)
         if side == NEW:
             return self.new.cas(key, value, token, expire=expire, noreply=False)
         if self.phase is Phase.FOLLOW:
@@ -301,6 +301,15 @@ class ChangingRing:
         # Both servers: the tombstone goes with the value, and the key is new again.
         on_old = self.old.delete(key, noreply=False)
         return bool(self.new.delete(key, noreply=False) or on_old)
+
+    def set_many(self, values: dict[str, Any], expire: int = 0, noreply: bool | None = None) -> list[str]:
+        """pymemcache's: the keys that failed (none: a failure raises)."""
+        staying = {key: value for key, value in values.items() if not self.moving(key)}
+        failed = self.new.set_many(staying, expire=expire, noreply=noreply) if staying else []
+        for key, value in values.items():
+            if key not in staying:
+                self.set(key, value, expire=expire)
+        return list(failed)
 
     def delete_many(self, keys: Iterable[str], noreply: bool | None = None) -> bool:
         for key in keys:
