@@ -14,7 +14,7 @@ from django.db import OperationalError
 
 from tests.harness import processes
 from webfarm.core import pool
-from webfarm.core.client import get_client
+from webfarm.core.client import build_client, get_client, leftover_ring, server_of
 from webfarm.core.client.changing import ChangingRing, Phase
 from webfarm.core.client.ring import StableHashClient
 from webfarm.core.models import PoolChange, PoolMember
@@ -68,7 +68,14 @@ def test_a_process_follows_each_stage_of_a_change_without_a_restart(following):
     pool.refresh()
     ring = get_client()
     assert isinstance(ring, StableHashClient) and _servers(ring) == sorted(following)
-    assert pool.current_plan() == pool.Plan(tuple(following), (), pool.Stage.NEW, change.pk)
+    assert pool.current_plan() == pool.Plan(tuple(following), tuple(following[:2]), pool.Stage.NEW, change.pk)
+    assert pool.current_plan().leftovers == tuple(following[:2])
+    assert leftover_ring() is not None and _servers(leftover_ring()) == sorted(following[:2])
+
+    PoolChange.objects.filter(pk=change.pk).update(stage=pool.Stage.DONE)
+    pool.refresh()
+    assert pool.current_plan() == pool.Plan(tuple(following), (), pool.Stage.DONE, change.pk)
+    assert leftover_ring() is None
 
 
 def test_the_follower_finds_a_change_by_itself_within_its_refresh(following):
@@ -141,3 +148,65 @@ def test_many_threads_asking_at_once_wait_for_one_read(following):
     for thread in threads:
         thread.join()
     assert found == [pool.Plan(tuple(following[:2]))] * 8
+
+
+def _stage(change: PoolChange, stage: pool.Stage) -> None:
+    PoolChange.objects.filter(pk=change.pk).update(stage=stage)
+    pool.refresh()
+
+
+def test_a_queue_that_moved_is_drained_on_its_old_server_before_its_new_one(following):
+    from webfarm.queues.queue import Queue
+
+    old, new = following[:2], following
+    name = _moving_queue("moving", old, new)
+    change = PoolChange.objects.create(old=",".join(old), new=",".join(new), stage=pool.Stage.FOLLOW)
+    pool.refresh()
+    Queue(name).put_many([b"put while following", b"a second"])
+    _stage(change, pool.Stage.LEAD)
+    Queue(name).put(b"put while leading")  # a queue stays on its old server until NEW
+    _stage(change, pool.Stage.NEW)
+    queue = Queue(name)
+    queue.put(b"put at NEW")  # on its new server
+    assert Queue(name, ring=build_client(old, get_client_namespace())).stats()["ready"] == 3
+
+    claimed = queue.claim_many(2)
+    assert [m.body for m in claimed] == [b"put while following", b"a second"]  # the old server's first
+    rest = [queue.claim(), queue.claim()]
+    assert [m.body for m in rest] == [b"put while leading", b"put at NEW"]
+    # A receipt goes back to the queue that issued it, whoever holds it
+    # (another process's Queue: the HTTP front acks on any node).
+    assert Queue(name).ack_many([m.receipt for m in claimed]) == []
+    for message in rest:
+        Queue(name).ack(message.receipt)
+    assert queue.claim() is None
+    assert Queue(name, ring=build_client(old, get_client_namespace())).holds_nothing()
+    assert Queue(name).holds_nothing()
+
+
+def test_looking_for_a_queues_leftovers_starts_no_queue_on_the_old_server(following):
+    from webfarm.queues.queue import Queue
+
+    old, new = following[:2], following
+    name = _moving_queue("fresh", old, new)
+    PoolChange.objects.create(old=",".join(old), new=",".join(new), stage=pool.Stage.NEW)
+    pool.refresh()
+    queue = Queue(name)
+    queue.put(b"only on the new server")
+    message = queue.claim()
+    assert message is not None and message.body == b"only on the new server"
+    queue.ack(message.receipt)
+    assert not Queue(name, ring=build_client(old, get_client_namespace())).exists()
+
+
+def get_client_namespace() -> str:
+    from webfarm.core.conf import get_config
+
+    return get_config()["NAMESPACE"]
+
+
+def _moving_queue(prefix: str, old: list[str], new: list[str]) -> str:
+    """A queue name whose server is not the same on the two lists."""
+    before, after = build_client(old, "x"), build_client(new, "x")
+    moves = (f"{prefix}{i}" for i in range(200))
+    return next(name for name in moves if server_of(f"q:{name}", before) != server_of(f"q:{name}", after))

@@ -56,13 +56,20 @@ class PoolUnknown(MemcacheError):
 @dataclass(frozen=True)
 class Plan:
     servers: tuple[str, ...]  # the list in use; during a change, the new one
-    old: tuple[str, ...] = ()  # during FOLLOW and LEAD: the list being left
+    old: tuple[str, ...] = ()  # until the change is DONE: the list being left
     stage: Stage = Stage.DONE
     change: int = 0  # the PoolChange row; 0 for the settings' list
 
     @property
     def changing(self) -> bool:
+        """Whether moving keys go through a ChangingRing."""
         return self.stage in (Stage.FOLLOW, Stage.LEAD)
+
+    @property
+    def leftovers(self) -> tuple[str, ...]:
+        """At NEW: the old list, where a group kept on one server that moved
+        (a queue) may still hold what its readers must take."""
+        return self.old if self.stage is Stage.NEW else ()
 
 
 def servers_of(text: str) -> tuple[str, ...]:
@@ -79,7 +86,7 @@ def plan_of(row: object | None) -> Plan:
         return settings_plan()
     stage = Stage(row.stage)  # type: ignore[attr-defined]
     new = servers_of(row.new)  # type: ignore[attr-defined]
-    old = servers_of(row.old) if stage in (Stage.FOLLOW, Stage.LEAD) else ()  # type: ignore[attr-defined]
+    old = servers_of(row.old) if stage is not Stage.DONE else ()  # type: ignore[attr-defined]
     return Plan(new, old, stage, row.pk)  # type: ignore[attr-defined]
 
 

@@ -159,6 +159,12 @@ class Layout:
     def ring(self) -> StableHashClient | None:
         return self._ring
 
+    @property
+    def on_main_ring(self) -> bool:
+        """Whether its server is the one its name hashes to on the farm's
+        ring (not a ring of its own, nor the queues' mirrors)."""
+        return self._ring is None and not self._mirrors and self._epoch != -1
+
     # -- keys -------------------------------------------------------------------
 
     @property

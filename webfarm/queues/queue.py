@@ -57,19 +57,26 @@ the ones behind it.
 
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from pymemcache.client.base import Client
 
-from webfarm.core.client import MetaBatch, MetaReply, StableHashClient, client_epoch
+from webfarm.core.client import MetaBatch, MetaReply, StableHashClient, client_epoch, leftover_ring, server_of
 from webfarm.queues import purging
 from webfarm.queues.conf import get_config
 from webfarm.queues.consuming import Consumer
+from webfarm.queues.entries import parse_receipt
 from webfarm.queues.layout import STATS, DeadLetter, Layout, Message
 from webfarm.queues.looking import Inspector
 from webfarm.queues.producing import Producer
 
 __all__ = ["STATS", "DeadLetter", "Message", "Queue", "thread_queue"]
+
+T = TypeVar("T")
+# Seconds between looks for a queue's copy on the server it moved from.
+LEFTOVER_LOOK_AGAIN = 5.0
 
 
 class Queue:
@@ -95,6 +102,8 @@ class Queue:
         self.producer = Producer(self.layout)
         self.consumer = Consumer(self.layout, self.producer)
         self.inspector = Inspector(self.layout)
+        # (the old ring, this queue there or None, when to look there again)
+        self._left: tuple[StableHashClient, Queue | None, float] | None = None
 
     @property
     def name(self) -> str:
@@ -143,33 +152,104 @@ class Queue:
         return self.producer.reserve_in(batch)
 
     # -- the consumer -------------------------------------------------------------
+    #
+    # While a change of the memcached pool is at its NEW stage (webfarm.core.pool),
+    # producers put into the queue on its new server, and a queue whose server
+    # changed may still hold messages on its old one: consumers take those
+    # first, and each receipt goes back to the queue that issued it (by its
+    # generation).
 
     def claim(self) -> Message | None:
-        return self.consumer.claim()
+        leftover = self._leftover()
+        return (leftover.claim() if leftover is not None else None) or self.consumer.claim()
 
     def claim_many(self, limit: int) -> list[Message]:
-        return self.consumer.claim_many(limit)
+        leftover = self._leftover()
+        taken = leftover.claim_many(limit) if leftover is not None else []
+        if len(taken) < limit:
+            taken += self.consumer.claim_many(limit - len(taken))
+        return taken
 
     def release(self, messages: Sequence[Message] | None = None) -> None:
+        leftover = self._leftover()
+        if leftover is not None:
+            if messages is None:
+                leftover.release()
+            else:
+                theirs, messages = leftover._split(messages, lambda m: m.receipt)
+                leftover.release(theirs)
         self.consumer.release(messages)
 
     def ack(self, receipt: str) -> None:
-        self.consumer.finisher.ack(receipt)
+        self._issuer(receipt).consumer.finisher.ack(receipt)
 
     def ack_many(self, receipts: Sequence[str]) -> list[str]:
-        return self.consumer.finisher.ack_many(receipts)
+        leftover = self._leftover()
+        if leftover is None:
+            return self.consumer.finisher.ack_many(receipts)
+        theirs, ours = leftover._split(receipts, str)
+        lost = leftover.consumer.finisher.ack_many(theirs) if theirs else []
+        return lost + self.consumer.finisher.ack_many(ours)
 
     def reject(self, receipt: str) -> int | None:
-        return self.consumer.finisher.reject(receipt)
+        return self._issuer(receipt).consumer.finisher.reject(receipt)
 
     def extend(self, receipts: Sequence[str], seconds: int | None = None) -> None:
+        leftover = self._leftover()
+        if leftover is not None:
+            theirs, receipts = leftover._split(receipts, str)
+            leftover.consumer.finisher.extend(theirs, seconds)
         self.consumer.finisher.extend(receipts, seconds)
 
     def bury(self, message: Message, reason: str) -> None:
-        self.consumer.finisher.bury(message, reason)
+        self._issuer(message.receipt).consumer.finisher.bury(message, reason)
 
     def bury_many(self, messages: Sequence[tuple[Message, str]]) -> None:
+        leftover = self._leftover()
+        if leftover is not None:
+            theirs, messages = leftover._split(messages, lambda pair: pair[0].receipt)
+            leftover.consumer.finisher.bury_many(theirs)
         self.consumer.finisher.bury_many(messages)
+
+    def _leftover(self) -> "Queue | None":
+        if not self.layout.on_main_ring or self.layout.dead:
+            return None
+        old = leftover_ring()
+        if old is None:
+            self._left = None
+            return None
+        now = time.monotonic()
+        if self._left is None or self._left[0] is not old or (self._left[1] is None and now >= self._left[2]):
+            route = f"q:{self.name}"
+            there = Queue(self.name, ring=old) if server_of(route, old) != server_of(route) else None
+            # Only a queue that exists there: looking must not start one. A
+            # producer a step behind may still make it: looked for again.
+            if there is not None and not there.exists():
+                there = None
+            self._left = (old, there, now + LEFTOVER_LOOK_AGAIN)
+        return self._left[1]
+
+    def _split(self, items: Sequence[T], receipt_of: Callable[[T], str]) -> tuple[list[T], list[T]]:
+        """(what this queue issued, the rest)."""
+        mine, rest = [], []
+        for item in items:
+            (mine if self._issued(receipt_of(item)) else rest).append(item)
+        return mine, rest
+
+    def _issued(self, receipt: str) -> bool:
+        """Whether this queue issued the receipt: it names its generation."""
+        parsed = parse_receipt(receipt)
+        if parsed is None:
+            return False
+        if self.layout.gen is None:
+            # Read, never started: looking must not make a queue on the old server.
+            raw = self.layout.client.get(self.layout.gen_key())
+            return raw is not None and parsed[0] == raw.decode(errors="replace")
+        return parsed[0] == self.layout.gen
+
+    def _issuer(self, receipt: str) -> "Queue":
+        leftover = self._leftover()
+        return leftover if leftover is not None and leftover._issued(receipt) else self
 
     # -- the inspector ------------------------------------------------------------
 

@@ -29,9 +29,35 @@ def get_client() -> StableHashClient:
             client = _clients.get(slot)
             if client is None:
                 client = _build(slot[1])
+                if any(pid == slot[0] for pid, _ in _clients):
+                    # The pool changed: what each thread keeps per server
+                    # (a queue's client) is found again on the new ring.
+                    _next_epoch()
                 _clients.clear()
                 _clients[slot] = client
     return client
+
+
+_leftovers: dict[tuple[int, Plan], StableHashClient] = {}
+
+
+def leftover_ring() -> StableHashClient | None:
+    """While a change is at its NEW stage, the ring of the list it leaves:
+    where a group kept on one server that moved (a queue) may still hold
+    what its readers must take. None at any other time."""
+    plan = current_plan()
+    if not plan.leftovers:
+        return None
+    slot = (os.getpid(), plan)
+    ring = _leftovers.get(slot)
+    if ring is None:
+        with _lock:
+            ring = _leftovers.get(slot)
+            if ring is None:
+                ring = build_client(plan.leftovers, get_config()["NAMESPACE"])
+                _leftovers.clear()
+                _leftovers[slot] = ring
+    return ring
 
 
 def _build(plan: Plan) -> StableHashClient:
@@ -51,11 +77,15 @@ def reset_client() -> None:
         # connections when the last user lets go of it (__del__).
         _clients.clear()
         # Each thread closes its own server clients of older epochs (server_client).
-        global _epoch
-        _epoch += 1
+        _next_epoch()
 
 
 get_config.when_changed(reset_client)
+
+
+def _next_epoch() -> None:
+    global _epoch
+    _epoch += 1
 
 
 def client_epoch() -> int:
