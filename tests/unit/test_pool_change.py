@@ -336,3 +336,26 @@ def test_a_flag_the_change_does_not_know_is_refused_not_guessed(rings):
     batch.get(key, "v", "t")  # a remaining-lifetime read: not one the farm sends
     with pytest.raises(ValueError, match="has no meaning while the pool changes"):
         batch.run()
+
+
+def test_a_moving_document_nginx_reads_goes_dark_never_a_tombstone(rings):
+    """nginx cannot follow a tombstone and would serve one: a moving public
+    document is deleted by every write during the change, so nginx misses
+    and asks Django (which reads the record)."""
+    old, follow, lead, new = rings["old"], rings["follow"], rings["lead"], rings["new"]
+    keys = [k for k in (f"pub:doc{i}" for i in range(200)) if lead.moving(k)][:3]
+    assert keys and all(lead.dark(k) for k in keys)
+    first, second, third = keys
+    old.set(first, b"published before the change", expire=60)
+    for ring in (follow, lead):
+        assert ring.set(first, b"a newer one", expire=60)
+        assert old.get(first) is None and new.get(first) is None and ring.get(first) is None
+        batch = MetaBatch(ring)
+        batch.set(second, "T60", "ME", value=b"by a batch")
+        batch.get(second, "v")
+        assert [r.status for r in batch.run()] == [b"HD", b"EN"]
+        assert old.get(second) is None and new.get(second) is None
+    old.set(third, b"left by a process of the old ring", expire=60)
+    walked = migrate(lead)
+    assert walked.dark >= 1 and old.get(third) is None and new.get(third) is None
+    assert not any(is_tombstone(old.get(k)) for k in keys)

@@ -28,6 +28,12 @@ tombstone and no value on the new server in the moment between a move's
 two writes takes the carried value there (an add, which never overwrites).
 After FRESH seconds a carried value is stale and is never used.
 
+Keys nginx reads (read_by_nginx: the public progress documents) take no
+part in this: nginx cannot follow a tombstone, and would serve it. A moving
+one goes dark for the change: a write deletes it on both servers, a read
+misses, so nginx asks Django, which reads the job's record through this
+ring. Once the change is done, writers publish on the new server again.
+
 No writer puts a value on the old server over a tombstone: followers write
 there by CAS or add only, leaders never. So a tombstone, once written, is
 the end of the key's life on its old server until the key is deleted
@@ -44,6 +50,7 @@ from urllib.parse import unquote_to_bytes
 
 from pymemcache.exceptions import MemcacheClientError
 
+from webfarm.core.client.hashing import is_read_by_nginx
 from webfarm.core.client.protocol import server_address
 from webfarm.core.client.ring import StableHashClient
 
@@ -116,6 +123,14 @@ class ChangingRing:
     def moving(self, key: str) -> bool:
         return self.old.hasher.get_node(key) != self.new.hasher.get_node(key)
 
+    def dark(self, key: str) -> bool:
+        """A moving key nginx reads: neither kept nor read during the change."""
+        return is_read_by_nginx(key) and self.moving(key)
+
+    def _put_out(self, key: str) -> None:
+        self.old.delete(key, noreply=False)
+        self.new.delete(key, noreply=False)
+
     def __getattr__(self, name: str) -> Any:
         if name in ("old", "new", "phase"):
             raise AttributeError(name)  # not set yet: no recursion through self.old
@@ -129,6 +144,8 @@ class ChangingRing:
     def gets(self, key: str) -> tuple[Any, bytes | None]:
         if not self.moving(key):
             return self.new.gets(key)
+        if is_read_by_nginx(key):
+            return None, None
         value, token = self.old.gets(key)
         if value is not None and not is_tombstone(value):
             return value, _token(token, OLD)
@@ -144,7 +161,7 @@ class ChangingRing:
         return default if value is None else value
 
     def gets_many(self, keys: Iterable[str]) -> dict[str, tuple[Any, bytes]]:
-        keys = list(keys)
+        keys = [k for k in keys if not self.dark(k)]
         moving = [k for k in keys if self.moving(k)]
         found: dict[str, tuple[Any, bytes]] = {}
         if len(moving) < len(keys):
@@ -188,6 +205,9 @@ class ChangingRing:
     def cas(self, key: str, value: Any, cas: bytes, expire: int = 0, noreply: bool = False) -> bool | None:
         if not self.moving(key):
             return self.new.cas(key, value, cas, expire=expire, noreply=noreply)
+        if is_read_by_nginx(key):
+            self._put_out(key)
+            return True
         token, side = split_token(cas)
         if side == NEW:
             return self.new.cas(key, value, token, expire=expire, noreply=False)
@@ -202,6 +222,9 @@ class ChangingRing:
     def set(self, key: str, value: Any, expire: int = 0, noreply: bool | None = None) -> bool:
         if not self.moving(key):
             return self.new.set(key, value, expire=expire, noreply=noreply)
+        if is_read_by_nginx(key):
+            self._put_out(key)
+            return True
         for _ in range(TRIES):
             found, token = self.old.gets(key)
             if is_tombstone(found):
@@ -235,6 +258,9 @@ class ChangingRing:
     def add(self, key: str, value: Any, expire: int = 0, noreply: bool | None = None) -> bool:
         if not self.moving(key):
             return self.new.add(key, value, expire=expire, noreply=noreply)
+        if is_read_by_nginx(key):
+            self._put_out(key)
+            return True
         for _ in range(TRIES):
             first = value if self.phase is Phase.FOLLOW else tombstone(value, expire)
             if self.old.add(key, first, expire=expire, noreply=False):
@@ -283,6 +309,8 @@ class ChangingRing:
     def touch(self, key: str, expire: int = 0, noreply: bool | None = None) -> bool:
         if not self.moving(key):
             return self.new.touch(key, expire=expire, noreply=noreply)
+        if is_read_by_nginx(key):
+            return False
         found = self.old.get(key)
         if found is not None and not is_tombstone(found):
             return self.old.touch(key, expire=expire, noreply=False)
@@ -328,6 +356,7 @@ class Moved:
     tombstones: int = 0  # keys already moved (or made on the new server)
     stayed: int = 0  # keys of the namespace whose server does not change
     lost_races: int = 0  # keys whose value kept changing: the next walk moves them
+    dark: int = 0  # keys nginx reads, deleted (they are written again after the change)
 
 
 def migrate(ring: ChangingRing) -> Moved:
@@ -340,6 +369,10 @@ def migrate(ring: ChangingRing) -> Moved:
     for node, key, expires in _namespace_keys(ring.old):
         if not ring.moving(key) or ring.old.hasher.get_node(key) != node:
             walked.stayed += 1
+            continue
+        if is_read_by_nginx(key):
+            ring.old.delete(key, noreply=False)  # dark for the change: nginx asks Django
+            walked.dark += 1
             continue
         for _ in range(TRIES):
             value, token = ring.old.gets(key)

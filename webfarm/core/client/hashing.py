@@ -21,6 +21,11 @@ def read_by_nginx(prefix: str) -> str:
     return prefix
 
 
+def is_read_by_nginx(key: str) -> bool:
+    """Whether nginx reads `key` (its family called read_by_nginx)."""
+    return bool(_nginx_prefixes) and key.startswith(_nginx_prefixes)
+
+
 def nginx_server_index(full_key: bytes, servers: int) -> int:
     """The server nginx's `hash $memcached_key;` asks first for full_key (the
     namespaced key), with servers listed in order and of equal weight.
