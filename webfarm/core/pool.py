@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from enum import StrEnum
 
-from django.db import ProgrammingError, connection
+from django.db import DatabaseError, connection
 from pymemcache.exceptions import MemcacheError
 
 from webfarm.core.conf import get_config
@@ -96,8 +96,12 @@ def read_plan() -> Plan:
 
     try:
         return plan_of(PoolChange.objects.order_by("-pk").first())
-    except ProgrammingError:
-        # No table yet (a site before `migrate`): no change was ever made.
+    except DatabaseError:
+        # No table yet (a site before `migrate`, a worker's database that
+        # has none): no change was ever made. Anything else is raised.
+        connection.close()
+        if PoolChange._meta.db_table in connection.introspection.table_names():
+            raise
         return settings_plan()
 
 
