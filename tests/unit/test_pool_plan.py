@@ -4,6 +4,7 @@ stands, and stops using memcached when it cannot tell. On a real database
 and real memcached servers; the follower reads on a connection of its own,
 so the rows are committed (transaction=True)."""
 
+import io
 import os
 import threading
 import time
@@ -155,7 +156,15 @@ def _stage(change: PoolChange, stage: pool.Stage) -> None:
     pool.refresh()
 
 
-def test_a_queue_that_moved_is_drained_on_its_old_server_before_its_new_one(following):
+@pytest.fixture
+def on_old(following):
+    """A ring over the old list (the first two servers), closed afterwards."""
+    ring = build_client(following[:2], get_client_namespace())
+    yield ring
+    ring.close()
+
+
+def test_a_queue_that_moved_is_drained_on_its_old_server_before_its_new_one(following, on_old):
     from webfarm.queues.queue import Queue
 
     old, new = following[:2], following
@@ -168,7 +177,7 @@ def test_a_queue_that_moved_is_drained_on_its_old_server_before_its_new_one(foll
     _stage(change, pool.Stage.NEW)
     queue = Queue(name)
     queue.put(b"put at NEW")  # on its new server
-    assert Queue(name, ring=build_client(old, get_client_namespace())).stats()["ready"] == 3
+    assert Queue(name, ring=on_old).stats()["ready"] == 3
 
     claimed = queue.claim_many(2)
     assert [m.body for m in claimed] == [b"put while following", b"a second"]  # the old server's first
@@ -180,11 +189,11 @@ def test_a_queue_that_moved_is_drained_on_its_old_server_before_its_new_one(foll
     for message in rest:
         Queue(name).ack(message.receipt)
     assert queue.claim() is None
-    assert Queue(name, ring=build_client(old, get_client_namespace())).holds_nothing()
+    assert Queue(name, ring=on_old).holds_nothing()
     assert Queue(name).holds_nothing()
 
 
-def test_looking_for_a_queues_leftovers_starts_no_queue_on_the_old_server(following):
+def test_looking_for_a_queues_leftovers_starts_no_queue_on_the_old_server(following, on_old):
     from webfarm.queues.queue import Queue
 
     old, new = following[:2], following
@@ -196,7 +205,7 @@ def test_looking_for_a_queues_leftovers_starts_no_queue_on_the_old_server(follow
     message = queue.claim()
     assert message is not None and message.body == b"only on the new server"
     queue.ack(message.receipt)
-    assert not Queue(name, ring=build_client(old, get_client_namespace())).exists()
+    assert not Queue(name, ring=on_old).exists()
 
 
 def get_client_namespace() -> str:
@@ -210,3 +219,66 @@ def _moving_queue(prefix: str, old: list[str], new: list[str]) -> str:
     before, after = build_client(old, "x"), build_client(new, "x")
     moves = (f"{prefix}{i}" for i in range(200))
     return next(name for name in moves if server_of(f"q:{name}", before) != server_of(f"q:{name}", after))
+
+
+def test_the_command_grows_the_pool_and_shrinks_it_back_losing_nothing(following, monkeypatch):
+    """memcached_pool --to, 2 -> 3 -> 2 servers, with this process as the
+    farm (a member that follows each stage) and a consumer at work: values,
+    counts and queued messages all come through, and the server removed at
+    the end holds nothing of the farm's."""
+    from django.core.management import call_command
+
+    from tests.harness import keyspace
+    from webfarm.core import poolchange
+    from webfarm.core.client import MetaBatch
+    from webfarm.queues.queue import Queue
+
+    monkeypatch.setattr(poolchange, "DWELL", 0.5)  # one member, reading every 0.1 s
+    two, three = following[:2], following
+    name = _moving_queue("work", two, three)
+    ring = get_client()
+    keys = [f"rec:{i}" for i in range(60)]
+    for key in keys:
+        ring.set(key, key.encode(), expire=300)
+    batch = MetaBatch()
+    for i in range(20):
+        batch.arithmetic(f"count:{i}", "N300", "J5", "v")
+    batch.run()
+    Queue(name).put_many([f"m{i}".encode() for i in range(30)])
+
+    got: list[bytes] = []
+    stop = threading.Event()
+
+    def consume() -> None:
+        queue = Queue(name)
+        while not stop.is_set():
+            message = queue.claim()
+            if message is None:
+                time.sleep(0.02)
+                continue
+            got.append(message.body)
+            queue.ack(message.receipt)
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    try:
+        for servers in (three, two):
+            out = io.StringIO()
+            call_command("memcached_pool", "--to", ",".join(servers), "--wait", "60", stdout=out)
+            assert "done: the farm uses" in out.getvalue(), out.getvalue()
+            Queue(name).put(f"after {len(servers)}".encode())
+            ring = get_client()
+            assert isinstance(ring, StableHashClient) and _servers(ring) == sorted(servers)
+            assert {key: ring.get(key) for key in keys} == {key: key.encode() for key in keys}
+            bump = MetaBatch()
+            for i in range(20):
+                bump.arithmetic(f"count:{i}", "v")
+            assert [reply.number() for reply in bump.run()] == [6 if len(servers) == 3 else 7] * 20
+        processes.wait_for(lambda: len(got) == 32, timeout=10, what="every message")
+    finally:
+        stop.set()
+        consumer.join(5)
+    assert sorted(got) == sorted([f"m{i}".encode() for i in range(30)] + [b"after 3", b"after 2"])
+    namespace = get_client_namespace()
+    left = [item.key for item in keyspace.items(following[2], f"{namespace}:")]
+    assert left == [], "\n".join(left)

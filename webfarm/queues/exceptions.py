@@ -27,6 +27,11 @@ class QueueUnavailable(QueueError):
     """memcached could not be reached; the operation may be retried."""
 
 
+class QueueGone(QueueError):
+    """A queue looked at only where it exists (its old server, while the
+    pool changes) has no generation there: nothing to take."""
+
+
 class InvalidReceipt(QueueError):
     pass
 

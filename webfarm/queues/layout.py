@@ -21,6 +21,7 @@ from webfarm.queues.conf import get_config
 from webfarm.queues.exceptions import (
     QueueError,
     QueueFull,
+    QueueGone,
     QueueUnavailable,
     is_full,
 )
@@ -154,6 +155,9 @@ class Layout:
         self._stats_ready = False
         # The generation this process works in, as it last read the gen key.
         self.gen: str | None = None
+        # Only a generation that exists is used, never started (a queue's
+        # copy on the server it moved from: webfarm/queues/queue.py).
+        self.existing_only = False
 
     @property
     def ring(self) -> StableHashClient | None:
@@ -243,6 +247,8 @@ class Layout:
     def generation(self) -> str:
         if self.gen is None:
             raw = self.client.get(self.gen_key())
+            if raw is None and self.existing_only:
+                raise QueueGone(f"queue {self.name} has no generation on this server")
             if raw is None or not entries.GENERATION_RE.fullmatch(raw.decode(errors="replace")):
                 if raw is not None:
                     refused("queue", self.gen_key(), "not a generation id")
@@ -269,6 +275,8 @@ class Layout:
         the key so), everyone follows it."""
         if named == gen.encode():
             return None
+        if named is None and self.existing_only:
+            raise QueueGone(f"queue {self.name} was retired from this server")
         key = self.gen_key()
         text = None if named is None else named.decode(errors="replace")
         if text is not None and entries.GENERATION_RE.fullmatch(text):
@@ -288,6 +296,8 @@ class Layout:
 
     def start_generation(self, *, expected: str | None, reason: str = "resets") -> None:
         """Move to a fresh key space, unless another process already has."""
+        if self.existing_only:
+            raise QueueGone(f"queue {self.name} was retired from this server")
         new = secrets.token_hex(4)
         for key, value in (("tail", b"0"), ("head", b"0"), ("floor", b"1")):
             self.client.add(self.key(new, key), value, noreply=False)

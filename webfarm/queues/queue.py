@@ -68,6 +68,7 @@ from webfarm.queues import purging
 from webfarm.queues.conf import get_config
 from webfarm.queues.consuming import Consumer
 from webfarm.queues.entries import parse_receipt
+from webfarm.queues.exceptions import QueueGone
 from webfarm.queues.layout import STATS, DeadLetter, Layout, Message
 from webfarm.queues.looking import Inspector
 from webfarm.queues.producing import Producer
@@ -160,15 +161,25 @@ class Queue:
     # generation).
 
     def claim(self) -> Message | None:
-        leftover = self._leftover()
-        return (leftover.claim() if leftover is not None else None) or self.consumer.claim()
+        taken = self._from_leftover(1)
+        return taken[0] if taken else self.consumer.claim()
 
     def claim_many(self, limit: int) -> list[Message]:
-        leftover = self._leftover()
-        taken = leftover.claim_many(limit) if leftover is not None else []
+        taken = self._from_leftover(limit)
         if len(taken) < limit:
             taken += self.consumer.claim_many(limit - len(taken))
         return taken
+
+    def _from_leftover(self, limit: int) -> list[Message]:
+        leftover = self._leftover()
+        if leftover is None:
+            return []
+        try:
+            return leftover.claim_many(limit)
+        except QueueGone:  # drained and retired there (webfarm/queues/leftovers.py)
+            assert self._left is not None
+            self._left = (self._left[0], None, time.monotonic() + LEFTOVER_LOOK_AGAIN)
+            return []
 
     def release(self, messages: Sequence[Message] | None = None) -> None:
         leftover = self._leftover()
@@ -222,6 +233,8 @@ class Queue:
         if self._left is None or self._left[0] is not old or (self._left[1] is None and now >= self._left[2]):
             route = f"q:{self.name}"
             there = Queue(self.name, ring=old) if server_of(route, old) != server_of(route) else None
+            if there is not None:
+                there.layout.existing_only = True
             # Only a queue that exists there: looking must not start one. A
             # producer a step behind may still make it: looked for again.
             if there is not None and not there.exists():

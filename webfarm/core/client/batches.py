@@ -90,10 +90,7 @@ class MetaBatch:
         """While the pool changes: each command on a moving key run now, as
         changing_meta does it; the others grouped by server as usual."""
         for index, (route, verb, key, flags, value) in enumerate(self._commands):
-            on: StableHashClient = ring  # type: ignore[assignment]
-            if route == key and ring.moving(key):
-                if not derived(verb, flags):
-                    replies[index] = run_moving(ring, verb, key, flags, value, errors=errors)
-                    continue
-                on = ring.new
-            by_server.setdefault((server_of(route, on), on), []).append(index)
+            if route == key and not derived(verb, flags) and ring.moving(key):
+                replies[index] = run_moving(ring, verb, key, flags, value, errors=errors)
+                continue
+            by_server.setdefault((server_of(route, ring), ring), []).append(index)  # type: ignore[arg-type]

@@ -366,7 +366,7 @@ def migrate(ring: ChangingRing) -> Moved:
     it when every process leads: then nothing puts a value back, and one
     walk leaves the old servers with tombstones only."""
     walked = Moved()
-    for node, key, expires in _namespace_keys(ring.old):
+    for node, key, expires in namespace_keys(ring.old):
         if not ring.moving(key) or ring.old.hasher.get_node(key) != node:
             walked.stayed += 1
             continue
@@ -393,21 +393,35 @@ def clear_tombstones(old: StableHashClient) -> int:
     """Delete the tombstones a change left on `old`'s servers, once no
     process reads them (every process is on the new ring): how many."""
     cleared = 0
-    for _, key, _ in _namespace_keys(old):
+    for _, key, _ in namespace_keys(old):
         value = old.get(key)
         if is_tombstone(value) and old.delete(key, noreply=False):
             cleared += 1
     return cleared
 
 
-def _namespace_keys(ring: StableHashClient) -> Iterator[tuple[str, str, int]]:
+def empty(ring: StableHashClient) -> int:
+    """Delete every key of the ring's namespace on its servers (servers a
+    change removed, once no process uses them): how many."""
+    deleted = 0
+    for node, client in ring.clients.items():
+        keys = [key for on, key, _ in namespace_keys(ring) if on == node]
+        for start in range(0, len(keys), 500):
+            client.delete_many(keys[start : start + 500], noreply=False)
+        deleted += len(keys)
+    return deleted
+
+
+def namespace_keys(ring: StableHashClient, start: str = "") -> Iterator[tuple[str, str, int]]:
     """(server, key without the namespace, expiry as Unix time or -1) of
-    every item of the ring's namespace on each of its servers."""
-    prefix = ring.default_kwargs.get("key_prefix", b"")
+    every item of the ring's namespace on each of its servers, whose key
+    starts with `start`."""
+    prefix = ring.default_kwargs.get("key_prefix", b"") + start.encode()
+    cut = len(ring.default_kwargs.get("key_prefix", b""))
     for node, client in ring.clients.items():
         for full, expires in _listing(server_address(client.server)):
             if full.startswith(prefix):
-                yield node, full[len(prefix) :].decode(errors="replace"), expires
+                yield node, full[cut:].decode(errors="replace"), expires
 
 
 def _listing(address: str) -> Iterator[tuple[bytes, int]]:

@@ -36,8 +36,9 @@ def _parse(verb: bytes, flags: tuple[str, ...]) -> dict[str, str]:
 
 def derived(verb: bytes, flags: tuple[str, ...]) -> bool:
     """A read that recomputes on a miss (mg with N or R, webfarm.core.memo):
-    its key is a cache of something else, read and made on its new server
-    alone (a miss costs a recomputation, never a wrong value)."""
+    its key is a cache of something else, kept where its key hashes on the
+    old list until the NEW stage, as memo's own calls keep it (a miss costs
+    a recomputation, never a wrong value)."""
     return verb == b"mg" and any(flag[:1] in ("N", "R") for flag in flags)
 
 

@@ -1,0 +1,233 @@
+"""Changing the memcached pool of a running farm, stage by stage (the
+`memcached_pool` command; docs/farm.md, "Changing the servers of a running
+farm"). webfarm.core.pool says how each process follows the stages, and
+webfarm.core.client.changing what each stage does to a key.
+
+A stage is done once every live process has read it (its PoolMember row)
+and DWELL seconds have passed since it began: by then a process that did
+not read it has stopped using memcached (pool.STALE). Then:
+
+    FOLLOW  keys that move keep their old server as their arbiter
+    LEAD    ... and new ones are made on the new server; migrate() then
+            moves what is left, so the old servers hold tombstones only
+    NEW     every process on the new list; a queue that moved is drained
+            on its old server (apps add what they must drain: leftovers)
+    DONE    the old servers' tombstones cleared: they hold nothing the farm
+            needs
+"""
+
+import time
+from collections.abc import Callable
+from datetime import timedelta
+
+from django.core.exceptions import ImproperlyConfigured
+from django.utils import timezone
+from pymemcache.client.base import Client
+from pymemcache.exceptions import MemcacheError
+
+from webfarm.core.client import (
+    ChangingRing,
+    Phase,
+    StableHashClient,
+    build_client,
+    clear_tombstones,
+    migrate,
+    parse_servers,
+)
+from webfarm.core.client.changing import empty
+from webfarm.core.conf import get_config
+from webfarm.core.models import PoolChange, PoolMember
+from webfarm.core.pool import MEMBER_TTL, STALE, Plan, Stage, read_plan, servers_of
+
+# Seconds a stage lasts at least: past STALE, no process acts on the one before.
+DWELL = STALE + 1.0
+ORDER = (Stage.FOLLOW, Stage.LEAD, Stage.NEW, Stage.DONE)
+# Walks of the old servers before one finds nothing left to move.
+WALKS = 5
+# Member rows older than this are deleted when a change starts.
+FORGET_MEMBERS = timedelta(days=1)
+
+Say = Callable[[str], None]
+# What an app must still take off the old servers at NEW: one line each.
+# Called with final=True once the change is DONE: delete what is left.
+Leftovers = Callable[[object, bool], list[str]]
+_leftover_checks: list[Leftovers] = []
+
+
+class PoolChangeError(Exception):
+    """The change cannot go on: why, and what to do."""
+
+
+def add_leftover_check(check: Leftovers) -> None:
+    """An app's check, run at NEW until it says nothing is left: given the
+    old list's ring, it moves what it can and says what is still there;
+    run once more with final=True when the change is DONE, to delete what
+    a straggler left."""
+    if check not in _leftover_checks:
+        _leftover_checks.append(check)
+
+
+def change(
+    servers: list[str], *, say: Say, wait: float = 600.0, at_new: Callable[[], None] | None = None
+) -> PoolChange:
+    """Change the farm's pool to `servers`, or go on with the change under
+    way to them. `at_new`: run once every process is on the new list (the
+    operator's nginx reload). Raises PoolChangeError."""
+    target = _checked(servers)
+    plan = read_plan()
+    row = PoolChange.objects.order_by("-pk").first()
+    if row is not None and plan.stage is not Stage.DONE:
+        if servers_of(row.new) != target:
+            raise PoolChangeError(
+                f"a change to {row.new} is under way ({row.stage}): finish it first "
+                f"(memcached_pool --to {row.new})"
+            )
+        say(f"going on with the change from {row.old} to {row.new}, at {row.stage}")
+    elif plan.servers == target:
+        raise PoolChangeError(f"the farm already uses {','.join(target)}")
+    else:
+        PoolMember.objects.filter(seen_at__lt=timezone.now() - FORGET_MEMBERS).delete()
+        row = PoolChange.objects.create(old=",".join(plan.servers), new=",".join(target), stage=Stage.FOLLOW)
+        say(f"change {row.pk}: from {row.old} to {row.new}")
+    for stage in ORDER[ORDER.index(Stage(row.stage)) :]:
+        row = _run_stage(row, stage, say=say, wait=wait, at_new=at_new)
+    say(
+        f"done: the farm uses {row.new}. Set MEMCACHED_SERVERS={row.new} in every node's environment "
+        "(a process started meanwhile reads the list from the database) and render nginx's "
+        "configuration from it."
+    )
+    return row
+
+
+def _run_stage(
+    row: PoolChange, stage: Stage, *, say: Say, wait: float, at_new: Callable[[], None] | None
+) -> PoolChange:
+    old, new = _ring(row.old), _ring(row.new)
+    try:
+        return _stage(row, stage, old, new, say=say, wait=wait, at_new=at_new)
+    finally:
+        old.close()
+        new.close()
+
+
+def _stage(
+    row: PoolChange,
+    stage: Stage,
+    old: StableHashClient,
+    new: StableHashClient,
+    *,
+    say: Say,
+    wait: float,
+    at_new: Callable[[], None] | None,
+) -> PoolChange:
+    if row.stage != stage:
+        PoolChange.objects.filter(pk=row.pk).update(stage=stage, staged_at=timezone.now())
+        row.refresh_from_db()
+    say(f"stage {stage}: waiting for every process to read it")
+    _settled(row, stage, say=say, wait=wait)
+    if stage is Stage.LEAD:
+        _migrate(ChangingRing(old, new, Phase.LEAD), say=say)
+    elif stage is Stage.NEW:
+        if at_new is not None:
+            at_new()
+        _drained(old, say=say, wait=wait)
+    elif stage is Stage.DONE:
+        # No process looks at the old servers now: what a straggler's last
+        # write left there goes too.
+        for check in _leftover_checks:
+            check(old, True)
+        cleared = clear_tombstones(old)
+        say(f"cleared {cleared} tombstones from the old servers")
+        removed = [server for server in servers_of(row.old) if server not in servers_of(row.new)]
+        if removed:
+            leaving = _ring(",".join(removed))
+            try:
+                emptied = empty(leaving)
+            finally:
+                leaving.close()
+            say(f"deleted the farm's {emptied} keys left on {','.join(removed)}: it can be stopped")
+    return row
+
+
+def _settled(row: PoolChange, stage: Stage, *, say: Say, wait: float) -> None:
+    """Until every live member read `stage` (or later) of this change, and
+    DWELL seconds since the stage began."""
+    began = row.staged_at
+    deadline = time.monotonic() + wait
+    told = 0.0
+    while True:
+        behind = laggards(row, stage)
+        dwelt = (timezone.now() - began).total_seconds() >= DWELL
+        if not behind and dwelt:
+            return
+        if time.monotonic() > deadline:
+            raise PoolChangeError(
+                f"stage {stage}: {len(behind)} processes have not read it in {wait:.0f} s: "
+                f"{', '.join(behind[:10])}. Run the command again to go on."
+            )
+        if behind and time.monotonic() - told >= 5:
+            say(f"  {len(behind)} processes still to read {stage}: {', '.join(behind[:5])}")
+            told = time.monotonic()
+        time.sleep(0.5)
+
+
+def laggards(row: PoolChange, stage: Stage) -> list[str]:
+    """The live members that have not read `stage` (or later) of this change."""
+    live = PoolMember.objects.filter(seen_at__gte=timezone.now() - timedelta(seconds=MEMBER_TTL))
+    reached = {s.value for s in ORDER[ORDER.index(stage) :]}
+    return sorted(member.name for member in live if member.change != row.pk or member.stage not in reached)
+
+
+def _migrate(ring: ChangingRing, *, say: Say) -> None:
+    for walk in range(1, WALKS + 1):
+        walked = migrate(ring)
+        say(
+            f"walk {walk}: {walked.moved} values moved, {walked.tombstones} already moved, "
+            f"{walked.dark} documents nginx reads put out, {walked.stayed} staying"
+        )
+        if not walked.lost_races:
+            return
+    raise PoolChangeError(f"values kept changing under {WALKS} walks: run the command again")
+
+
+def _drained(old: object, *, say: Say, wait: float) -> None:
+    deadline = time.monotonic() + wait
+    told = 0.0
+    while True:
+        left = [line for check in _leftover_checks for line in check(old, False)]
+        if not left:
+            return
+        if time.monotonic() > deadline:
+            raise PoolChangeError(f"still on the old servers after {wait:.0f} s: {'; '.join(left[:10])}")
+        if time.monotonic() - told >= 5:
+            say(f"  draining the old servers: {'; '.join(left[:5])}")
+            told = time.monotonic()
+        time.sleep(1.0)
+
+
+def _checked(servers: list[str]) -> tuple[str, ...]:
+    """The list, each server answering; PoolChangeError otherwise."""
+    try:
+        parsed = parse_servers(servers)
+    except ImproperlyConfigured as exc:
+        raise PoolChangeError(str(exc)) from exc
+    config = get_config()
+    for host, port in parsed:
+        client = Client((host, port), connect_timeout=config["CONNECT_TIMEOUT"], timeout=config["TIMEOUT"])
+        try:
+            client.version()
+        except (MemcacheError, OSError) as exc:
+            raise PoolChangeError(f"memcached {host}:{port} does not answer: {exc}") from exc
+        finally:
+            client.close()
+    return tuple(s.strip() for s in servers)
+
+
+def _ring(servers: str) -> StableHashClient:
+    return build_client(servers_of(servers), get_config()["NAMESPACE"])
+
+
+def current() -> tuple[Plan, PoolChange | None, list[PoolMember]]:
+    """What the database says: the plan, its row, the live members."""
+    live = PoolMember.objects.filter(seen_at__gte=timezone.now() - timedelta(seconds=MEMBER_TTL))
+    return read_plan(), PoolChange.objects.order_by("-pk").first(), list(live.order_by("name"))
