@@ -23,8 +23,15 @@ def main() -> None:
     parser.add_argument(
         "--hosts", action="store_true", help="each process on a test host of its own, and network faults"
     )
+    parser.add_argument(
+        "--pool-change",
+        action="store_true",
+        help="with --hosts: memcached's pool grown by a server and shrunk back (memcached_pool)",
+    )
     args = parser.parse_args()
-    outcome = run(args.seed, args.minutes, keep=ROOT / "var" / "chaos", network=args.hosts)
+    outcome = run(
+        args.seed, args.minutes, keep=ROOT / "var" / "chaos", network=args.hosts, pool_change=args.pool_change
+    )
     print(report(args.seed, outcome), flush=True)
     sys.exit(1 if outcome.violations else 0)
 

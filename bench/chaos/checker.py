@@ -312,6 +312,11 @@ def _votes(farm: Farm, history: History, nemesis: Nemesis, outcome: Outcome) -> 
         outcome.figures["votes lost: how taken, seconds to each restart"] = [
             f"{via} {', '.join(f'{when - r:+.1f}' for r in restarts)}" for when, via in lost
         ]
+        wall = time.time() - time.monotonic()  # a monotonic moment + this: the wall clock's
+        outcome.figures["votes lost: seconds into the run, wall clock"] = [
+            f"{when - nemesis.started:.1f} {time.strftime('%H:%M:%S', time.localtime(wall + when))}"
+            for when, _ in lost
+        ]
 
 
 def _dead_letters(farm: Farm, outcome: Outcome) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.harness import full, hosts, processes
+from tests.harness import full, hosts, keyspace, processes
 
 # Beat's tasks' queue, as the hosts farm names it: served by a worker beside
 # beat (not a nemesis target, as beat is not).
@@ -23,7 +23,20 @@ NAME = "chaos"
 MEMCACHED_MB = 64
 MEMCACHED_FLAGS = ["-M"]
 # The hosts of a run with network faults; the run's own threads are the client.
-HOSTS = {"web1": 11, "web2": 12, "memcached": 21, "w1": 31, "w2": 32, "w3": 33, "db": 40, "client": 100}
+HOSTS = {
+    "web1": 11,
+    "web2": 12,
+    "memcached": 21,
+    "memcached2": 22,  # the server a pool change adds, and then takes away again
+    "w1": 31,
+    "w2": 32,
+    "w3": 33,
+    "db": 40,
+    "client": 100,
+}
+# Seconds each process acts on the pool it last read (MEMCACHED_POOL_STALE):
+# short, so a pool change's four stages fit in a short run.
+POOL_STALE = 2
 # Beat, the reaper's clock, runs beside a web node (as deploy/ puts it).
 BEAT_HOST = "web2"
 
@@ -76,6 +89,28 @@ class Farm:
         self.memcached.stop(signal.SIGKILL)
         self.memcached, _ = start_memcached(self.dir, self.lan, port=self.memcached_port)
         self.started.append(self.memcached)
+
+    def change_pool(self) -> list[str]:
+        """Grow the pool to a second memcached and shrink it back, each with
+        the operators' command, while the farm runs. Returns what the
+        removed server still holds of the farm's (it should hold nothing)."""
+        second, added = processes.memcached(
+            self.dir,
+            port=self.memcached_port,
+            memory_mb=MEMCACHED_MB,
+            extra=MEMCACHED_FLAGS,
+            listen=self.address("memcached2"),
+            wrap=self.on("memcached2"),
+        )
+        self.started.append(second)
+        for servers in (f"{self.memcached_address},{added}", self.memcached_address):
+            # A change that fails stays where it stopped, its servers running
+            # (the farm uses them); the run's end stops them.
+            said = processes.manage(self.env, "memcached_pool", "--to", servers, "--wait", "120")
+            print("".join(f"    {line}\n" for line in said.splitlines()), end="", flush=True)
+        left = [item.key for item in keyspace.items(added, f"{NAME}:")]
+        second.stop()
+        return left
 
     def fill_memcached(self, seed: int, lasts: float) -> list[str]:
         """Fill memcached until it refuses every size; returns the filler's
@@ -148,5 +183,7 @@ def farm_env(base: Path, address: str, database: str, lan: hosts.Lan | None = No
         HOUSEKEEPING_QUEUE=HOUSEKEEPING,
         POLLS_ANONYMOUS_PER_ADDRESS=10_000_000,  # every voter comes from one address here
         ACTIVITY_DRAIN_EVERY=1,
+        MEMCACHED_POOL_STALE=POOL_STALE,
+        MEMCACHED_POOL_REFRESH=0.5,
         **nodes,
     )

@@ -26,7 +26,14 @@ NETWORK_FAULTS = {
     "cut-web": 1,
 }
 # A node cut off from memcached still answers, in time: its requests are not excused.
-STILL_ANSWERS = {"cut-web"}
+# Nor are any during a pool change: the farm runs on through it.
+STILL_ANSWERS = {"cut-web", "change-pool"}
+# Asked for (bench.chaos --hosts --pool-change), once a run: memcached's pool
+# grown by a server and shrunk back (memcached_pool), at a moment the seed
+# picks in the run's first half; no other memcached fault meanwhile. Seconds
+# it takes at most.
+POOL_CHANGE = "change-pool"
+POOL_CHANGE_LASTS = 50.0
 # Seconds between two faults' starts, and how long one lasts.
 GAP = (4.0, 12.0)
 LASTS = (2.0, 8.0)
@@ -45,9 +52,10 @@ class Fault:
         return f"{self.at:7.1f}s  {self.kind:<18} {self.target:<10} {self.lasts:4.1f}s"
 
 
-def schedule(seed: int, seconds: float, *, network: bool = False) -> list[Fault]:
+def schedule(seed: int, seconds: float, *, network: bool = False, pool_change: bool = False) -> list[Fault]:
     """The faults of a run of `seconds`, from the seed alone: every one
-    healed before the run's end. `network`: network faults too."""
+    healed before the run's end. `network`: network faults too;
+    `pool_change` (with network): the pool change too."""
     rng = random.Random(seed)
     faults: list[Fault] = []
     busy: dict[str, float] = {}
@@ -65,7 +73,7 @@ def schedule(seed: int, seconds: float, *, network: bool = False) -> list[Fault]
         else:
             target = rng.choice(WORKERS if kind.endswith("worker") else NODES)
         if at + lasts > seconds - 5:
-            return faults
+            return _with_pool_change(seed, seconds, faults) if network and pool_change else faults
         free = busy.get(target, 0.0) <= at
         if kind == "restart-memcached":
             free = free and at - last_memcached >= MEMCACHED_EVERY
@@ -75,6 +83,17 @@ def schedule(seed: int, seconds: float, *, network: bool = False) -> list[Fault]
             if kind == "restart-memcached":
                 last_memcached = at
         at += rng.uniform(*GAP)
+
+
+def _with_pool_change(seed: int, seconds: float, faults: list[Fault]) -> list[Fault]:
+    """The schedule with the pool change in it, when the run is long enough:
+    memcached's other faults that would overlap it left out."""
+    if seconds < POOL_CHANGE_LASTS + 10:
+        return faults
+    at = round(random.Random(f"{seed}:pool").uniform(2.0, max(2.0, seconds / 2 - POOL_CHANGE_LASTS / 2)), 1)
+    ends = at + POOL_CHANGE_LASTS
+    kept = [f for f in faults if f.target != "memcached" or f.at + f.lasts + 1 < at or f.at > ends + 1]
+    return sorted([*kept, Fault(at, POOL_CHANGE, "memcached", POOL_CHANGE_LASTS)], key=lambda f: f.at)
 
 
 class Nemesis(threading.Thread):
@@ -107,7 +126,11 @@ class Nemesis(threading.Thread):
 
     def _inject(self, fault: Fault) -> None:
         farm, role = self.farm, "worker" if fault.target in WORKERS else "web"
-        if fault.kind.startswith(("unplug", "cut")):
+        if fault.kind == POOL_CHANGE:
+            left = farm.change_pool()
+            if left:
+                raise RuntimeError(f"the removed server still holds {len(left)} keys: {left[:5]}")
+        elif fault.kind.startswith(("unplug", "cut")):
             self._network(fault)
         elif fault.kind == "restart-memcached":
             farm.restart_memcached()

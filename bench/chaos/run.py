@@ -31,11 +31,14 @@ from tests.harness import hosts, processes
 DATABASE = "chaos"
 
 
-def run(seed: int, minutes: float, keep: Path | None = None, *, network: bool = False) -> Outcome:
+def run(
+    seed: int, minutes: float, keep: Path | None = None, *, network: bool = False, pool_change: bool = False
+) -> Outcome:
     """One run. `keep`: where the processes' logs are copied when it fails;
-    `network`: each process on a host of its own, and network faults."""
+    `network`: each process on a host of its own, and network faults;
+    `pool_change`: with network, memcached's pool grown and shrunk back."""
     seconds = minutes * 60
-    faults = schedule(seed, seconds, network=network)
+    faults = schedule(seed, seconds, network=network, pool_change=pool_change)
     where = "on hosts" if network else "on the loopback"
     print(f"chaos run {where}: seed {seed}, {minutes:g} minutes, {len(faults)} faults", flush=True)
     for fault in faults:

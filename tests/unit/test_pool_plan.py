@@ -112,16 +112,16 @@ def test_each_process_says_which_stage_it_has_read(following):
     assert child == f"{pool.member_name().rsplit(':', 1)[0]}:{pid} lead"
 
 
-def test_a_process_that_cannot_read_the_pool_stops_using_memcached(following, monkeypatch):
+def test_a_process_that_cannot_read_the_pool_stops_using_memcached(following, settings, monkeypatch):
+    settings.MEMCACHED = {**settings.MEMCACHED, "POOL_STALE": 0.5}
     get_client().set("k", b"v")
-    monkeypatch.setattr(pool, "STALE", 0.5)
 
     def away() -> pool.Plan:
         raise OperationalError("the database is away")
 
     monkeypatch.setattr(pool, "read_plan", away)
     deadline = time.monotonic() + 10
-    while True:  # the plan known is used for STALE seconds, then refused
+    while True:  # the plan known is used for POOL_STALE seconds, then refused
         try:
             get_client().get("k")
         except pool.PoolUnknown as exc:
@@ -221,7 +221,7 @@ def _moving_queue(prefix: str, old: list[str], new: list[str]) -> str:
     return next(name for name in moves if server_of(f"q:{name}", before) != server_of(f"q:{name}", after))
 
 
-def test_the_command_grows_the_pool_and_shrinks_it_back_losing_nothing(following, monkeypatch):
+def test_the_command_grows_the_pool_and_shrinks_it_back_losing_nothing(following, settings):
     """memcached_pool --to, 2 -> 3 -> 2 servers, with this process as the
     farm (a member that follows each stage) and a consumer at work: values,
     counts and queued messages all come through, and the server removed at
@@ -229,11 +229,11 @@ def test_the_command_grows_the_pool_and_shrinks_it_back_losing_nothing(following
     from django.core.management import call_command
 
     from tests.harness import keyspace
-    from webfarm.core import poolchange
     from webfarm.core.client import MetaBatch
     from webfarm.queues.queue import Queue
 
-    monkeypatch.setattr(poolchange, "DWELL", 0.5)  # one member, reading every 0.1 s
+    # One member, reading every 0.1 s: a stage lasts 1.5 s.
+    settings.MEMCACHED = {**settings.MEMCACHED, "POOL_STALE": 0.5}
     two, three = following[:2], following
     name = _moving_queue("work", two, three)
     ring = get_client()

@@ -41,6 +41,12 @@ get_config = AppSettings(
         ),
         Setting("POOL_REFRESH", 1.0, "seconds between a process's reads of the pool it should use"),
         Setting(
+            "POOL_STALE",
+            15.0,
+            "seconds a process uses the pool it last read; past them it makes no memcached call until it "
+            "reads it again (a process silent twice as long counts as gone)",
+        ),
+        Setting(
             "OPTIONS",
             {},
             "more keyword arguments for pymemcache's clients (`max_pool_size`, …)",

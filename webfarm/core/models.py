@@ -32,7 +32,7 @@ class PoolChange(models.Model):
 
 class PoolMember(models.Model):
     """A process that follows the pool: which change and stage it last read,
-    and when (a process silent for longer than pool.MEMBER_TTL is gone)."""
+    and when (a process silent for longer than pool.member_ttl() is gone)."""
 
     name = models.CharField(max_length=200, unique=True)  # host:pid
     change = models.BigIntegerField()

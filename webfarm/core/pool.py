@@ -12,10 +12,10 @@ The row is read by a thread of each process (the follower), on a database
 connection of its own, so no request's transaction sees the query. The
 follower also says where its process stands in a PoolMember row: a change
 moves to its next stage only once every live member has read the current
-one. A member silent for MEMBER_TTL seconds counts as gone; so a process
-whose last read is older than STALE (it was paused, or cut off from the
-database) does not act on what it knew: its next memcached call waits for
-a read and fails with PoolUnknown if none comes.
+one. A member silent for twice POOL_STALE seconds counts as gone; so a
+process whose last read is older than POOL_STALE (it was paused, or cut off
+from the database) does not act on what it knew: its next memcached call
+waits for a read and fails with PoolUnknown if none comes.
 """
 
 import contextlib
@@ -34,10 +34,18 @@ from webfarm.core.conf import get_config
 
 logger = logging.getLogger(__name__)
 
-# Seconds without a word after which a member counts as gone.
-MEMBER_TTL = 30.0
-# Seconds a process acts on the pool it last read: well inside MEMBER_TTL.
-STALE = MEMBER_TTL / 2
+
+def stale() -> float:
+    """Seconds a process acts on the pool it last read (POOL_STALE)."""
+    return float(get_config()["POOL_STALE"])
+
+
+def member_ttl() -> float:
+    """Seconds without a word after which a member counts as gone: twice
+    stale(), so a process counted as gone has stopped using memcached."""
+    return 2 * stale()
+
+
 # Seconds between a member's rows when its stage does not change.
 MEMBER_EVERY = 5.0
 
@@ -122,15 +130,16 @@ class _Follower:
     def current(self) -> Plan:
         self._ensure_running()
         plan = self.plan
-        if plan is not None and time.monotonic() - self.read_at <= STALE:
+        limit = stale()
+        if plan is not None and time.monotonic() - self.read_at <= limit:
             return plan
         with self.lock:
             self.wake.set()
             deadline = time.monotonic() + get_config()["TIMEOUT"]
-            while time.monotonic() - self.read_at > STALE:
+            while time.monotonic() - self.read_at > limit:
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise PoolUnknown(f"the memcached pool has not been read for {STALE:.0f} s")
+                    raise PoolUnknown(f"the memcached pool has not been read for {limit:.0f} s")
                 self.read.wait(left)
             assert self.plan is not None
             return self.plan
@@ -202,7 +211,7 @@ os.register_at_fork(after_in_child=_fresh_follower_in_child)
 
 def current_plan() -> Plan:
     """The plan this process uses now. Raises PoolUnknown (a MemcacheError)
-    when it has not been read for STALE seconds and cannot be."""
+    when it has not been read for POOL_STALE seconds and cannot be."""
     if not get_config()["POOL_FOLLOW"]:
         return settings_plan()
     return _follower.current()

@@ -4,8 +4,8 @@ farm"). webfarm.core.pool says how each process follows the stages, and
 webfarm.core.client.changing what each stage does to a key.
 
 A stage is done once every live process has read it (its PoolMember row)
-and DWELL seconds have passed since it began: by then a process that did
-not read it has stopped using memcached (pool.STALE). Then:
+and dwell() seconds have passed since it began: by then a process that did
+not read it has stopped using memcached (POOL_STALE). Then:
 
     FOLLOW  keys that move keep their old server as their arbiter
     LEAD    ... and new ones are made on the new server; migrate() then
@@ -37,10 +37,8 @@ from webfarm.core.client import (
 from webfarm.core.client.changing import empty
 from webfarm.core.conf import get_config
 from webfarm.core.models import PoolChange, PoolMember
-from webfarm.core.pool import MEMBER_TTL, STALE, Plan, Stage, read_plan, servers_of
+from webfarm.core.pool import Plan, Stage, member_ttl, read_plan, servers_of, stale
 
-# Seconds a stage lasts at least: past STALE, no process acts on the one before.
-DWELL = STALE + 1.0
 ORDER = (Stage.FOLLOW, Stage.LEAD, Stage.NEW, Stage.DONE)
 # Walks of the old servers before one finds nothing left to move.
 WALKS = 5
@@ -65,6 +63,11 @@ def add_leftover_check(check: Leftovers) -> None:
     a straggler left."""
     if check not in _leftover_checks:
         _leftover_checks.append(check)
+
+
+def dwell() -> float:
+    """Seconds a stage lasts at least: past POOL_STALE, no process acts on the one before."""
+    return stale() + 1.0
 
 
 def change(
@@ -151,13 +154,13 @@ def _stage(
 
 def _settled(row: PoolChange, stage: Stage, *, say: Say, wait: float) -> None:
     """Until every live member read `stage` (or later) of this change, and
-    DWELL seconds since the stage began."""
+    dwell() seconds since the stage began."""
     began = row.staged_at
     deadline = time.monotonic() + wait
     told = 0.0
     while True:
         behind = laggards(row, stage)
-        dwelt = (timezone.now() - began).total_seconds() >= DWELL
+        dwelt = (timezone.now() - began).total_seconds() >= dwell()
         if not behind and dwelt:
             return
         if time.monotonic() > deadline:
@@ -173,7 +176,7 @@ def _settled(row: PoolChange, stage: Stage, *, say: Say, wait: float) -> None:
 
 def laggards(row: PoolChange, stage: Stage) -> list[str]:
     """The live members that have not read `stage` (or later) of this change."""
-    live = PoolMember.objects.filter(seen_at__gte=timezone.now() - timedelta(seconds=MEMBER_TTL))
+    live = PoolMember.objects.filter(seen_at__gte=timezone.now() - timedelta(seconds=member_ttl()))
     reached = {s.value for s in ORDER[ORDER.index(stage) :]}
     return sorted(member.name for member in live if member.change != row.pk or member.stage not in reached)
 
@@ -229,5 +232,5 @@ def _ring(servers: str) -> StableHashClient:
 
 def current() -> tuple[Plan, PoolChange | None, list[PoolMember]]:
     """What the database says: the plan, its row, the live members."""
-    live = PoolMember.objects.filter(seen_at__gte=timezone.now() - timedelta(seconds=MEMBER_TTL))
+    live = PoolMember.objects.filter(seen_at__gte=timezone.now() - timedelta(seconds=member_ttl()))
     return read_plan(), PoolChange.objects.order_by("-pk").first(), list(live.order_by("name"))

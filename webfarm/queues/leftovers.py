@@ -16,8 +16,11 @@ MOVE_AT_ONCE = 100
 
 def leftovers(old: StableHashClient, final: bool = False) -> list[str]:
     """One line per moved queue still holding messages on its old server;
-    those drained are retired. final: the change is done, and no process
-    looks there: whatever is left of a moved queue is deleted."""
+    those drained are retired. (Drained: no unfinished message from its
+    floor on, here or in its dead letters; a floor moves on only at a
+    consumer's recovery scan, so the counts alone would say otherwise.)
+    final: the change is done, and no process looks there: whatever is
+    left of a moved queue is deleted."""
     left = []
     for name in known_queues():
         route = f"q:{name}"
@@ -29,11 +32,16 @@ def leftovers(old: StableHashClient, final: bool = False) -> list[str]:
             continue
         if not there.exists():
             continue
-        _move_dead_letters(there.dead_letters(), Queue(name).dead_letters())
-        if there.holds_nothing():
+        dead = there.dead_letters()
+        _move_dead_letters(dead, Queue(name).dead_letters())
+        waiting = there.peek(1)
+        if not waiting and not (dead.exists() and dead.peek(1)):
             _retire(there, Queue(name), old)
         else:
-            left.append(f"queue {name}: {there.stats()['ready']} messages on its old server")
+            stats = there.stats()
+            left.append(
+                f"queue {name}: {stats['ready']} ready, {stats['unfinished']} unfinished on its old server"
+            )
     return left
 
 

@@ -1,5 +1,6 @@
 import shlex
 import subprocess
+from datetime import datetime
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -36,11 +37,12 @@ class Command(BaseCommand):
                 subprocess.run(argv, check=True)
 
         try:
-            poolchange.change(
-                options["to"].split(","), say=self.stdout.write, wait=options["wait"], at_new=at_new
-            )
+            poolchange.change(options["to"].split(","), say=self._say, wait=options["wait"], at_new=at_new)
         except poolchange.PoolChangeError as exc:
             raise CommandError(str(exc)) from exc
+
+    def _say(self, line: str) -> None:
+        self.stdout.write(f"{datetime.now():%H:%M:%S.%f}"[:-3] + f" {line}")
 
     def _show(self) -> None:
         plan, row, members = poolchange.current()
