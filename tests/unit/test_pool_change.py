@@ -361,3 +361,19 @@ def test_a_moving_document_nginx_reads_goes_dark_never_a_tombstone(rings):
     walked = migrate(lead)
     assert walked.dark >= 1 and old.get(third) is None and new.get(third) is None
     assert not any(is_tombstone(old.get(k)) for k in keys)
+
+
+def test_migrate_leaves_the_keys_a_group_keeps_together_where_they_are(rings):
+    """A queue's entries, a scope's slots and the broker's keys live on
+    their group's server, not their own key's: moving one alone would put
+    a tombstone where the queue reads a message."""
+    old, lead = rings["old"], rings["lead"]
+    grouped = [
+        k
+        for prefix in ("q:votes:ab12cd34:m:", "dq:votes:ab12cd34:m:", "slot:alice:", "broker:q:celery:1:m:")
+        for k in moving_keys(lead, 2, prefix)
+    ]
+    for key in grouped:
+        old.set(key, b"entry " + key.encode(), expire=60)
+    migrate(lead)
+    assert {key: old.get(key) for key in grouped} == {key: b"entry " + key.encode() for key in grouped}

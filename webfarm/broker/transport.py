@@ -27,7 +27,7 @@ from django.conf import settings
 from kombu.transport import virtual
 from kombu.utils.url import parse_url
 
-from webfarm.core.client import StableHashClient, build_client
+from webfarm.core.client import StableHashClient, build_client, kept_together
 from webfarm.core.conf import get_config as memcached_config
 from webfarm.queues.exceptions import ClaimLost, QueueError, QueueFull, QueueUnavailable
 from webfarm.queues.layout import memcached_errors
@@ -74,6 +74,13 @@ def kombu_payload(message: Message) -> dict:
     return payload
 
 
+BROKER_SUFFIX = "broker"
+# Its keys, under the farm's namespace, are the broker's own: a change of the
+# farm's pool leaves them where they are (every process imports this module
+# when the broker app is ready).
+BROKER_KEYS = kept_together(f"{BROKER_SUFFIX}:")
+
+
 def broker_ring() -> Any:
     """The ring the memcached broker's queues live on, as a worker makes it
     from the settings (Celery's Django set-up reads CELERY_BROKER_URL and
@@ -91,7 +98,7 @@ def ring_of(hostname: str | None, port: int | None, options: dict[str, Any]) -> 
     transport options name its servers (a list the URL cannot hold)."""
     servers = options.get("servers") or [f"{hostname or '127.0.0.1'}:{port or Transport.default_port}"]
     namespace = options.get("namespace") or memcached_config()["NAMESPACE"]
-    return build_client(servers, f"{namespace}:broker")
+    return build_client(servers, f"{namespace}:{BROKER_SUFFIX}")
 
 
 def queue_name(kombu_queue: str) -> str:

@@ -13,6 +13,7 @@ class CoreConfig(AppConfig):
             checks,  # noqa: F401 (registers the checks)
             counters,  # noqa: F401 (counts refused values: webfarm.core.tampering)
             sessions,
+            slots,  # noqa: F401 (its keys are kept together: a pool change moves none alone)
             users,
         )
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from pymemcache.exceptions import MemcacheError, MemcacheServerError
 
-from webfarm.core.client import MetaBatch, get_client, server_client, server_of
+from webfarm.core.client import MetaBatch, get_client, kept_together, server_client, server_of
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +62,10 @@ class SlotsTaken(Exception):
 
 def slot_keys(scope: str, limit: int) -> list[str]:
     return [f"slot:{scope}:{i}" for i in range(limit)]
+
+
+# A scope's slot keys live on the server of "slot:<scope>".
+SLOT_KEYS = kept_together("slot:")
 
 
 def _route(key: str) -> str:

@@ -14,7 +14,14 @@ from typing import NamedTuple
 from pymemcache.client.base import Client
 from pymemcache.exceptions import MemcacheError, MemcacheServerError
 
-from webfarm.core.client import StableHashClient, client_epoch, incr_quietly_line, item_memory, server_client
+from webfarm.core.client import (
+    StableHashClient,
+    client_epoch,
+    incr_quietly_line,
+    item_memory,
+    kept_together,
+    server_client,
+)
 from webfarm.core.tampering import refused
 from webfarm.queues import entries, registry
 from webfarm.queues.conf import get_config
@@ -28,6 +35,8 @@ from webfarm.queues.exceptions import (
 from webfarm.queues.mirror import mirrored_client
 from webfarm.queues.names import validate_name
 
+# A queue's keys and its dead letters' live on the server of "q:<name>".
+QUEUE_KEYS, DEAD_LETTER_KEYS = kept_together("q:"), kept_together("dq:")
 SCAN_BATCH = 200
 ATTEMPTS = 20
 # Puts closer together than this grow the producer's index block, up to MAX_BLOCK.

@@ -30,7 +30,7 @@ from webfarm.core.client.clients import (
     server_client,
     server_of,
 )
-from webfarm.core.client.hashing import FarmHash, nginx_server_index, read_by_nginx
+from webfarm.core.client.hashing import FarmHash, kept_together, nginx_server_index, read_by_nginx
 from webfarm.core.client.protocol import (
     MetaReply,
     ReconnectingClient,
@@ -66,6 +66,7 @@ __all__ = [
     "get_values",
     "incr_quietly_line",
     "item_memory",
+    "kept_together",
     "leftover_ring",
     "meta_arithmetic",
     "meta_command",

@@ -18,7 +18,9 @@ says the key lives on its new server now; a miss means there is no key
   on the new one. A leader's write over a value on the old server moves it:
   the old value is swapped for a tombstone by CAS, then the new value is
   written to the new server.
-- migrate() moves every value left on the old servers the same way. Run
+- migrate() moves every value left on the old servers the same way (not
+  the keys kept together by a group, hashing.kept_together: a queue's
+  entries move with their queue). Run
   once every process leads, it leaves the old servers holding tombstones
   only, and processes of the new ring alone can then start: they read the
   new server, where every value is.
@@ -50,7 +52,7 @@ from urllib.parse import unquote_to_bytes
 
 from pymemcache.exceptions import MemcacheClientError
 
-from webfarm.core.client.hashing import is_read_by_nginx
+from webfarm.core.client.hashing import is_kept_together, is_read_by_nginx
 from webfarm.core.client.protocol import server_address
 from webfarm.core.client.ring import StableHashClient
 
@@ -367,7 +369,7 @@ def migrate(ring: ChangingRing) -> Moved:
     walk leaves the old servers with tombstones only."""
     walked = Moved()
     for node, key, expires in namespace_keys(ring.old):
-        if not ring.moving(key) or ring.old.hasher.get_node(key) != node:
+        if not ring.moving(key) or ring.old.hasher.get_node(key) != node or is_kept_together(key):
             walked.stayed += 1
             continue
         if is_read_by_nginx(key):

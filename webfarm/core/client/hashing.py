@@ -21,6 +21,25 @@ def read_by_nginx(prefix: str) -> str:
     return prefix
 
 
+_grouped_prefixes: tuple[str, ...] = ()
+
+
+def kept_together(prefix: str) -> str:
+    """Keys that start with `prefix` live on the server of a group they
+    belong to (a queue's on "q:<name>"'s, a scope's slots on "slot:<scope>"'s),
+    not on their own key's, or are another namespace's under this one (the
+    broker's "<namespace>:broker:"): a pool change moves them by their group
+    (webfarm/queues/leftovers.py), never one by one."""
+    global _grouped_prefixes
+    if prefix not in _grouped_prefixes:
+        _grouped_prefixes = (*_grouped_prefixes, prefix)
+    return prefix
+
+
+def is_kept_together(key: str) -> bool:
+    return bool(_grouped_prefixes) and key.startswith(_grouped_prefixes)
+
+
 def is_read_by_nginx(key: str) -> bool:
     """Whether nginx reads `key` (its family called read_by_nginx)."""
     return bool(_nginx_prefixes) and key.startswith(_nginx_prefixes)
