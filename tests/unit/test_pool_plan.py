@@ -11,14 +11,17 @@ import time
 import uuid
 
 import pytest
+from django.core.management import call_command
 from django.db import OperationalError
 
-from tests.harness import processes
+from tests.harness import keyspace, processes
 from webfarm.core import pool
-from webfarm.core.client import build_client, get_client, leftover_ring, server_of
+from webfarm.core.client import MetaBatch, build_client, get_client, leftover_ring, server_of
 from webfarm.core.client.changing import ChangingRing, Phase
 from webfarm.core.client.ring import StableHashClient
+from webfarm.core.conf import get_config
 from webfarm.core.models import PoolChange, PoolMember
+from webfarm.queues.queue import Queue
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -165,8 +168,6 @@ def on_old(following):
 
 
 def test_a_queue_that_moved_is_drained_on_its_old_server_before_its_new_one(following, on_old):
-    from webfarm.queues.queue import Queue
-
     old, new = following[:2], following
     name = _moving_queue("moving", old, new)
     change = PoolChange.objects.create(old=",".join(old), new=",".join(new), stage=pool.Stage.FOLLOW)
@@ -194,8 +195,6 @@ def test_a_queue_that_moved_is_drained_on_its_old_server_before_its_new_one(foll
 
 
 def test_looking_for_a_queues_leftovers_starts_no_queue_on_the_old_server(following, on_old):
-    from webfarm.queues.queue import Queue
-
     old, new = following[:2], following
     name = _moving_queue("fresh", old, new)
     PoolChange.objects.create(old=",".join(old), new=",".join(new), stage=pool.Stage.NEW)
@@ -209,8 +208,6 @@ def test_looking_for_a_queues_leftovers_starts_no_queue_on_the_old_server(follow
 
 
 def get_client_namespace() -> str:
-    from webfarm.core.conf import get_config
-
     return get_config()["NAMESPACE"]
 
 
@@ -226,12 +223,6 @@ def test_the_command_grows_the_pool_and_shrinks_it_back_losing_nothing(following
     farm (a member that follows each stage) and a consumer at work: values,
     counts and queued messages all come through, and the server removed at
     the end holds nothing of the farm's."""
-    from django.core.management import call_command
-
-    from tests.harness import keyspace
-    from webfarm.core.client import MetaBatch
-    from webfarm.queues.queue import Queue
-
     # One member, reading every 0.1 s: a stage lasts 1.5 s.
     settings.MEMCACHED = {**settings.MEMCACHED, "POOL_STALE": 0.5}
     two, three = following[:2], following

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from django.db import DatabaseError, connection
+from django.utils import timezone
 from pymemcache.exceptions import MemcacheError
 
 from webfarm.core.conf import get_config
@@ -100,6 +101,9 @@ def plan_of(row: object | None) -> Plan:
 
 def read_plan() -> Plan:
     """The newest row's plan, from the database. Raises DatabaseError."""
+    # Imported here, not at the top: the site log's handler loads the client
+    # (and this module) while Django configures logging, before any model
+    # can be imported. Not a circle: an order of loading.
     from webfarm.core.models import PoolChange
 
     try:
@@ -184,9 +188,7 @@ class _Follower:
             return
         if plan.change == 0:
             return  # no change ever made: nothing waits on members
-        from django.utils import timezone
-
-        from webfarm.core.models import PoolMember
+        from webfarm.core.models import PoolMember  # here, as read_plan says
 
         PoolMember.objects.update_or_create(
             name=member_name(),
