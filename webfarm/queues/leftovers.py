@@ -66,7 +66,6 @@ def _retire(old: Queue, new: Queue, ring: StableHashClient) -> None:
 
 def _delete_all(old: Queue, ring: StableHashClient) -> None:
     server = server_of(f"q:{old.name}", ring)
-    for prefix in (f"q:{old.name}:", f"dq:{old.name}:"):
-        keys = [key for node, key, _ in namespace_keys(ring, prefix) if node == server]
-        if keys:
-            old.client.delete_many(keys, noreply=False)
+    keys = [key for _, key, _ in namespace_keys(ring, (f"q:{old.name}:", f"dq:{old.name}:"), on=server)]
+    if keys:
+        old.client.delete_many(keys, noreply=False)

@@ -405,22 +405,28 @@ def clear_tombstones(old: StableHashClient) -> int:
 def empty(ring: StableHashClient) -> int:
     """Delete every key of the ring's namespace on its servers (servers a
     change removed, once no process uses them): how many."""
-    deleted = 0
-    for node, client in ring.clients.items():
-        keys = [key for on, key, _ in namespace_keys(ring) if on == node]
+    by_node: dict[str, list[str]] = {}
+    for node, key, _ in namespace_keys(ring):
+        by_node.setdefault(node, []).append(key)
+    for node, keys in by_node.items():
         for start in range(0, len(keys), 500):
-            client.delete_many(keys[start : start + 500], noreply=False)
-        deleted += len(keys)
-    return deleted
+            ring.clients[node].delete_many(keys[start : start + 500], noreply=False)
+    return sum(map(len, by_node.values()))
 
 
-def namespace_keys(ring: StableHashClient, start: str = "") -> Iterator[tuple[str, str, int]]:
+def namespace_keys(
+    ring: StableHashClient, start: str | tuple[str, ...] = "", *, on: str | None = None
+) -> Iterator[tuple[str, str, int]]:
     """(server, key without the namespace, expiry as Unix time or -1) of
-    every item of the ring's namespace on each of its servers, whose key
-    starts with `start`."""
-    prefix = ring.default_kwargs.get("key_prefix", b"") + start.encode()
-    cut = len(ring.default_kwargs.get("key_prefix", b""))
+    every item of the ring's namespace on each of its servers (on `on`
+    alone, if given), whose key starts with `start` (or one of them)."""
+    namespace = ring.default_kwargs.get("key_prefix", b"")
+    starts = (start,) if isinstance(start, str) else start
+    prefix = tuple(namespace + s.encode() for s in starts)
+    cut = len(namespace)
     for node, client in ring.clients.items():
+        if on is not None and node != on:
+            continue
         for full, expires in _listing(server_address(client.server)):
             if full.startswith(prefix):
                 yield node, full[cut:].decode(errors="replace"), expires

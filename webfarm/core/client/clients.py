@@ -4,7 +4,7 @@ settings, and a plain client per thread to one server (a queue's, a batch's)."""
 import contextlib
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -22,19 +22,14 @@ def get_client() -> StableHashClient:
     """The process's client, on the pool it uses now (webfarm.core.pool); a
     forked child (Celery prefork) builds its own. While the pool changes,
     a ChangingRing over the old list and the new one."""
-    slot = (os.getpid(), current_plan())
-    client = _clients.get(slot)
+    plan = current_plan()
+    client = _clients.get((os.getpid(), plan))
     if client is None:
-        with _lock:
-            client = _clients.get(slot)
-            if client is None:
-                client = _build(slot[1])
-                if any(pid == slot[0] for pid, _ in _clients):
-                    # The pool changed: what each thread keeps per server
-                    # (a queue's client) is found again on the new ring.
-                    _next_epoch()
-                _clients.clear()
-                _clients[slot] = client
+        client, replaced = _kept(_clients, plan, _build)
+        if replaced:
+            # The pool changed: what each thread keeps per server (a
+            # queue's client) is found again on the new ring.
+            _next_epoch()
     return client
 
 
@@ -48,16 +43,33 @@ def leftover_ring() -> StableHashClient | None:
     plan = current_plan()
     if not plan.leftovers:
         return None
-    slot = (os.getpid(), plan)
-    ring = _leftovers.get(slot)
+    ring = _leftovers.get((os.getpid(), plan))
     if ring is None:
-        with _lock:
-            ring = _leftovers.get(slot)
-            if ring is None:
-                ring = build_client(plan.leftovers, get_config()["NAMESPACE"])
-                _leftovers.clear()
-                _leftovers[slot] = ring
+        ring, _ = _kept(
+            _leftovers, plan, lambda plan: build_client(plan.leftovers, get_config()["NAMESPACE"])
+        )
     return ring
+
+
+def _kept(
+    store: dict[tuple[int, Plan], StableHashClient], plan: Plan, make: Callable[[Plan], StableHashClient]
+) -> tuple[StableHashClient, bool]:
+    """The ring this process keeps in `store` for `plan`, made if missing
+    (one per process: a forked child makes its own), and whether it
+    replaced one this process made for another plan."""
+    slot = (os.getpid(), plan)
+    with _lock:
+        ring = store.get(slot)
+        if ring is not None:
+            return ring, False
+        replaced = any(pid == slot[0] for pid, _ in store)
+        store.clear()
+        store[slot] = ring = make(plan)
+        return ring, replaced
+
+
+def _build_leftovers(plan: Plan) -> StableHashClient:
+    return build_client(plan.leftovers, get_config()["NAMESPACE"])
 
 
 def _build(plan: Plan) -> StableHashClient:

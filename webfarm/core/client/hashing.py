@@ -5,23 +5,33 @@ import zlib
 
 from pymemcache.client.rendezvous import RendezvousHash
 
-# Prefixes of the keys nginx reads itself, as the apps that write them named
-# them (read_by_nginx): a key family's owner knows its name, this module only
-# where such keys go.
-_nginx_prefixes: tuple[str, ...] = ()
+
+class KeyFamilies:
+    """Key prefixes the apps that write the keys named (this module knows
+    only what to do with them). Tuples, so a key is matched by one
+    str.startswith."""
+
+    def __init__(self) -> None:
+        self.prefixes: tuple[str, ...] = ()
+
+    def add(self, prefix: str) -> str:
+        if prefix not in self.prefixes:
+            self.prefixes = (*self.prefixes, prefix)
+        return prefix
+
+    def holds(self, key: str) -> bool:
+        return bool(self.prefixes) and key.startswith(self.prefixes)
+
+
+_read_by_nginx = KeyFamilies()
+_kept_together = KeyFamilies()
 
 
 def read_by_nginx(prefix: str) -> str:
     """Keys that start with `prefix` are read by nginx (`hash $memcached_key;`
     over the same servers): they go on the server nginx asks first. Call it
     where the key family is defined, before its first key is written."""
-    global _nginx_prefixes
-    if prefix not in _nginx_prefixes:
-        _nginx_prefixes = (*_nginx_prefixes, prefix)
-    return prefix
-
-
-_grouped_prefixes: tuple[str, ...] = ()
+    return _read_by_nginx.add(prefix)
 
 
 def kept_together(prefix: str) -> str:
@@ -30,19 +40,16 @@ def kept_together(prefix: str) -> str:
     not on their own key's, or are another namespace's under this one (the
     broker's "<namespace>:broker:"): a pool change moves them by their group
     (webfarm/queues/leftovers.py), never one by one."""
-    global _grouped_prefixes
-    if prefix not in _grouped_prefixes:
-        _grouped_prefixes = (*_grouped_prefixes, prefix)
-    return prefix
+    return _kept_together.add(prefix)
 
 
 def is_kept_together(key: str) -> bool:
-    return bool(_grouped_prefixes) and key.startswith(_grouped_prefixes)
+    return _kept_together.holds(key)
 
 
 def is_read_by_nginx(key: str) -> bool:
     """Whether nginx reads `key` (its family called read_by_nginx)."""
-    return bool(_nginx_prefixes) and key.startswith(_nginx_prefixes)
+    return _read_by_nginx.holds(key)
 
 
 def nginx_server_index(full_key: bytes, servers: int) -> int:
@@ -96,7 +103,7 @@ class FarmHash(RendezvousHash):
 
     def _place(self, key: str | bytes) -> str | None:
         text = key.decode() if isinstance(key, bytes) else key
-        if _nginx_prefixes and text.startswith(_nginx_prefixes) and self.nodes:
+        if self.nodes and _read_by_nginx.holds(text):
             full = self.key_prefix + text.encode()
             return self.nodes[nginx_server_index(full, len(self.nodes))]
         return super().get_node(key)
