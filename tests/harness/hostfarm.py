@@ -1,8 +1,9 @@
 """A farm built on test hosts (tests/harness/hosts.py) from deploy/ alone
 (tests/harness/deployment.py): PostgreSQL on `db`, memcached on `mc1` and `mc2`, the
 web unit on `web1` and `web2`, nginx on `balancer`, and if asked the worker
-unit on `worker1` and `worker2` and beat and its worker on `web2`. Shared by
-tests/hosts/test_hosts.py and bench/farm.py."""
+unit on `worker1` and `worker2` and beat and its worker on `web2`. A lan with
+an `mc3` host gets a memcached there too, outside the farm's list (the
+server a pool change adds). Shared by tests/hosts/ and bench/farm.py."""
 
 import shutil
 import tempfile
@@ -104,7 +105,7 @@ def host_farm(
             )
         )
         lan.run("db", ["runuser", "-u", "postgres", "--", "createdb", "-h", str(db_dir), "webfarm"], env=env)
-        for host in ("mc1", "mc2"):
+        for host in ("mc1", "mc2", "mc3") if "mc3" in a else ("mc1", "mc2"):
             start(host, "memcached", deployment.memcached_command(a[host]))
             hosts.wait_port(lan, "client", a[host], MEMCACHED_PORT)
         manage = [str(processes.BIN / "python"), "manage.py"]
@@ -137,13 +138,21 @@ def host_farm(
 
 
 def _nginx_argv(farm: HostFarm, base: Path) -> list[str]:
-    from demofarm.farm import nginx_argv, render_nginx
+    from demofarm.farm import nginx_argv
 
-    conf = render_nginx(
+    return nginx_argv(render_balancer(farm, ("mc1", "mc2")))
+
+
+def render_balancer(farm: HostFarm, memcached: tuple[str, ...], run_dir: Path | None = None) -> Path:
+    """nginx's configuration for the balancer, its fast path reading
+    `memcached` (hosts), in run_dir (the one nginx runs from by default):
+    the nginx.conf."""
+    from demofarm.farm import render_nginx
+
+    return render_nginx(
         listen=f"{farm.address('balancer')}:80",
         web=[f"{farm.address(h)}:{WEB_PORT}" for h in ("web1", "web2")],
-        memcached=[f"{farm.address(h)}:{MEMCACHED_PORT}" for h in ("mc1", "mc2")],
+        memcached=[f"{farm.address(h)}:{MEMCACHED_PORT}" for h in memcached],
         namespace="webfarm",
-        run_dir=base / "nginx",
+        run_dir=run_dir or farm.dir / "nginx",
     )
-    return nginx_argv(conf)

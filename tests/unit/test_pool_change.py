@@ -16,6 +16,7 @@ from webfarm.core.client.changing import (
     ChangingRing,
     Phase,
     clear_tombstones,
+    empty,
     is_tombstone,
     migrate,
     tombstone,
@@ -187,6 +188,35 @@ def test_shrinking_moves_the_leaving_servers_keys_onto_the_others(three_memcache
     clear_tombstones(old)
     # The leaving server holds nothing of the namespace.
     assert not keyspace.items(three_memcached[2], namespace)
+
+
+def test_emptying_a_removed_server_lists_it_again_until_nothing_comes_back(three_memcached):
+    namespace, other = f"pc{uuid.uuid4().hex[:8]}", f"pc{uuid.uuid4().hex[:8]}"
+    leaving, neighbour = (
+        build_client(three_memcached[2:], namespace),
+        build_client(three_memcached[2:], other),
+    )
+    for n in range(30):
+        leaving.set(f"left{n}", b"x", expire=600)
+    neighbour.set("kept", b"x", expire=600)
+    stop = threading.Event()
+
+    def straggler() -> None:  # a process that still writes there
+        while not stop.wait(0.02):
+            leaving.set("straggler", b"x", expire=600)
+
+    writer = threading.Thread(target=straggler)
+    writer.start()
+    try:
+        emptied = empty(leaving, passes=3, pause=0.2)
+    finally:
+        stop.set()
+        writer.join()
+    assert not emptied.clean and "straggler" in emptied.late and emptied.deleted >= 32
+    quiet = empty(leaving, passes=3, pause=0.2)
+    assert quiet.clean and quiet.late == [] and quiet.deleted <= 1  # the straggler's last write, if after
+    assert not keyspace.items(three_memcached[2], namespace)
+    assert neighbour.get("kept") == b"x"  # another namespace on the server: not the change's
 
 
 def test_a_delete_ends_the_key_on_both_servers(rings):

@@ -148,7 +148,14 @@ def _stage(
                 emptied = empty(leaving)
             finally:
                 leaving.close()
-            say(f"deleted the farm's {emptied} keys left on {','.join(removed)}: it can be stopped")
+            if emptied.late:
+                say(f"written on {','.join(removed)} since its first listing: {', '.join(emptied.late[:10])}")
+            if not emptied.clean:
+                raise PoolChangeError(
+                    f"a process still writes to {','.join(removed)}: find the one that does not follow "
+                    "the pool (memcached_pool lists the processes) before you stop the server"
+                )
+            say(f"deleted the farm's {emptied.deleted} keys left on {','.join(removed)}: it can be stopped")
     return row
 
 

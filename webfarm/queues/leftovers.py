@@ -24,8 +24,8 @@ def leftovers(old: StableHashClient, final: bool = False) -> list[str]:
     left = []
     for name in known_queues():
         route = f"q:{name}"
-        if server_of(route, old) == server_of(route):
-            continue
+        if server_of(route, old) == server_of(route) or not Queue(name).layout.on_main_ring:
+            continue  # not moved: on the same server, or on the queues' mirrors (QUEUES_MIRRORS)
         there = Queue(name, ring=old)
         if final:
             _delete_all(there, old)

@@ -45,7 +45,7 @@ the end of the key's life on its old server until the key is deleted
 import socket
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 from urllib.parse import unquote_to_bytes
@@ -402,16 +402,35 @@ def clear_tombstones(old: StableHashClient) -> int:
     return cleared
 
 
-def empty(ring: StableHashClient) -> int:
+@dataclass
+class Emptied:
+    deleted: int = 0
+    late: list[str] = field(default_factory=list)  # found again after the first pass: written meanwhile
+    clean: bool = False  # the last listing found nothing
+
+
+def empty(ring: StableHashClient, *, passes: int = 5, pause: float = 0.5) -> Emptied:
     """Delete every key of the ring's namespace on its servers (servers a
-    change removed, once no process uses them): how many."""
-    by_node: dict[str, list[str]] = {}
-    for node, key, _ in namespace_keys(ring):
-        by_node.setdefault(node, []).append(key)
-    for node, keys in by_node.items():
-        for start in range(0, len(keys), 500):
-            ring.clients[node].delete_many(keys[start : start + 500], noreply=False)
-    return sum(map(len, by_node.values()))
+    change removed, once no process uses them), listing them again until a
+    listing finds none. A key found again was written after the pass
+    before: a process still uses the server."""
+    emptied = Emptied()
+    for done in range(passes):
+        if done:
+            time.sleep(pause)
+        by_node: dict[str, list[str]] = {}
+        for node, key, _ in namespace_keys(ring):
+            by_node.setdefault(node, []).append(key)
+        if not by_node:
+            emptied.clean = True
+            return emptied
+        if done:
+            emptied.late += sorted(key for keys in by_node.values() for key in keys)
+        for node, keys in by_node.items():
+            for start in range(0, len(keys), 500):
+                ring.clients[node].delete_many(keys[start : start + 500], noreply=False)
+        emptied.deleted += sum(map(len, by_node.values()))
+    return emptied
 
 
 def namespace_keys(

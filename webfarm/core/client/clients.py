@@ -45,9 +45,7 @@ def leftover_ring() -> StableHashClient | None:
         return None
     ring = _leftovers.get((os.getpid(), plan))
     if ring is None:
-        ring, _ = _kept(
-            _leftovers, plan, lambda plan: build_client(plan.leftovers, get_config()["NAMESPACE"])
-        )
+        ring, _ = _kept(_leftovers, plan, _build_leftovers)
     return ring
 
 

@@ -1,0 +1,350 @@
+"""The memcached pool of a running hosts farm grown from two servers to three
+and shrunk back to two with the operators' command (`manage.py
+memcached_pool`, docs/farm.md), nginx's fast path switched at the NEW stage,
+while users start reports split in parts, follow them through nginx and
+through Django, cancel some, vote, and the broker and the HTTP queue carry
+messages. Then the invariants of a quiet farm are checked.
+
+    client ── balancer (nginx) ── web1, web2;  mc1, mc2 (and mc3 for a while)
+                                   worker1, worker2;  db
+"""
+
+import random
+import re
+import shlex
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+import requests
+
+from tests.harness import hosts, keyspace, processes
+from tests.harness.hostfarm import HOSTS, MEMCACHED_PORT, HostFarm, host_farm, render_balancer
+from tests.harness.web import WebClient, create_poll, flush_votes, new_user, vote_anonymously
+
+pytestmark = pytest.mark.farm
+
+LAN = {**HOSTS, "mc3": 23}
+USERS = ("alice", "bob", "carol")
+SPLIT = {"date_from": "2024-01-01", "date_to": "2025-12-31"}  # sales-by-region, in parts of PART_ROWS
+PART_ROWS = 4000
+CANCEL_SHARE = 0.25
+QUEUE = "poolchange"
+# No poll may wait longer: nginx's fast path timeout, then Django's memcached
+# timeout once (tests/hosts/test_hosts.py), and a loaded machine's margin.
+LONGEST_WAIT = 3.0
+NAMESPACE = "webfarm"
+RAN = re.compile(r"Task (\S+)\[([0-9a-f-]+)\] succeeded")
+
+
+@pytest.fixture(scope="module")
+def farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostFarm]:
+    extra = {
+        "DEMO_ORDERS": "20000",
+        "REPORTS_CHUNK_ROWS": "200",
+        "REPORTS_PART_ROWS": str(PART_ROWS),
+        "PROGRESS_HEARTBEAT_INTERVAL": "1",
+        "REAP_EVERY": "2",
+        "LIMITS_REPORTS_PER_USER": "10",
+        "LIMITS_REPORTS_PER_KIND": "50",
+        "POLLS_FLUSH_EVERY": "1",
+        "POLLS_ANONYMOUS_PER_ADDRESS": "10000000",  # every voter comes from the client host
+        # Short stages: a change takes seconds, not a minute.
+        "MEMCACHED_POOL_STALE": "2",
+        "MEMCACHED_POOL_REFRESH": "0.5",
+    }
+    with hosts.lan(LAN) as lan, host_farm(lan, tmp_path_factory.mktemp("pool"), extra=extra) as farm:
+        yield farm
+
+
+@dataclass
+class Seen:
+    """One answer to a poll of a job, in the order its user saw them."""
+
+    job: str
+    via: str  # "nginx" (the public URL through the balancer) or "django" (a web node)
+    status: int  # 0: no answer
+    took: float
+    retry_after: bool
+    body: dict
+    source: str = ""  # nginx's X-Progress-Source: "memcached" when its fast path answered
+
+
+@dataclass
+class Workload:
+    seen: list[Seen] = field(default_factory=list)
+    owner: dict[str, str] = field(default_factory=dict)  # job: user
+    cancelled: set[str] = field(default_factory=set)
+    answers: Counter = field(default_factory=Counter)  # (what, status, Retry-After)
+    votes: int = 0
+    put: set[str] = field(default_factory=set)
+    got: Counter = field(default_factory=Counter)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def answered(self, what: str, response: requests.Response) -> None:
+        with self.lock:
+            self.answers[(what, response.status_code, "Retry-After" in response.headers)] += 1
+
+
+def _user(farm: HostFarm, name: str, work: Workload, stop: threading.Event) -> None:
+    """Start a report, follow it to its end by turns through nginx and each
+    web node, cancel one in CANCEL_SHARE once it moves; again until stopped."""
+    rng = random.Random(name)
+    with farm.lan.inside("client"):
+        client = WebClient(farm.url).login(name)
+        while not stop.is_set():
+            answer = client.post("/reports/sales-by-region/", SPLIT, headers={"Accept": "application/json"})
+            work.answered("start", answer)
+            if answer.status_code != 202:
+                stop.wait(1.0)
+                continue
+            started = answer.json()
+            job = started["job"]
+            with work.lock:
+                work.owner[job] = name
+            cancel = rng.random() < CANCEL_SHARE
+            for turn in range(3000):
+                via = ("nginx", "django")[turn % 2]
+                node = farm.node(("web1", "web2")[turn // 2 % 2]) if via == "django" else None
+                path = started["public_progress_url"] if via == "nginx" else f"/progress/{job}/"
+                at = time.monotonic()
+                try:
+                    # A node's own address: the session's cookies, which the balancer's host set, go along.
+                    got = client.get(path, node=node, timeout=30, cookies=client.session.cookies.get_dict())
+                except requests.RequestException:
+                    got = None
+                took = time.monotonic() - at
+                body = got.json() if got is not None and got.status_code == 200 else {}
+                if got is not None:
+                    work.answered("poll", got)
+                with work.lock:
+                    work.seen.append(
+                        Seen(
+                            job,
+                            via,
+                            got.status_code if got else 0,
+                            took,
+                            bool(got and "Retry-After" in got.headers),
+                            body,
+                            got.headers.get("X-Progress-Source", "") if got else "",
+                        )
+                    )
+                if body.get("final"):
+                    break
+                if cancel and body.get("percent", 0) > 0:
+                    taken = client.post(f"/progress/{job}/cancel/")
+                    work.answered("cancel", taken)
+                    if taken.status_code in (200, 202):
+                        with work.lock:
+                            work.cancelled.add(job)
+                    cancel = False
+                time.sleep(0.15)
+
+
+def _voter(farm: HostFarm, poll: int, choices: list[int], work: Workload, stop: threading.Event) -> None:
+    with farm.lan.inside("client"):
+        while not stop.is_set():
+            answer = vote_anonymously(farm.url, poll, random.choice(choices))
+            work.answered("vote", answer)
+            if answer.status_code == 200:
+                with work.lock:
+                    work.votes += 1
+            stop.wait(0.2)
+
+
+def _queue(farm: HostFarm, work: Workload, stop: threading.Event) -> None:
+    """A producer and a consumer of the HTTP queue, by turns."""
+    bearer = {"Authorization": f"Bearer {farm.env['QUEUE_API_TOKEN']}"}
+    url = f"{farm.url}/queues/{QUEUE}/"
+    n = 0
+    with farm.lan.inside("client"):
+        while not stop.is_set():
+            n += 1
+            answer = requests.post(url, data=f"message {n}".encode(), headers=bearer, timeout=30)
+            work.answered("put", answer)
+            if answer.ok:
+                with work.lock:
+                    work.put.add(f"message {n}")
+            if n % 2 == 0:
+                _take(url, bearer, work)
+            stop.wait(0.1)
+        # Then what is left, until the queue says it has none.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (work.put - set(work.got)):
+            if not _take(url, bearer, work):
+                time.sleep(0.5)
+
+
+def _take(url: str, bearer: dict, work: Workload) -> bool:
+    got = requests.get(url, headers=bearer, timeout=30)
+    work.answered("take", got)
+    if got.status_code != 200:
+        return False
+    acked = requests.post(
+        url + "ack/", headers={**bearer, "Queue-Receipt": got.headers["Queue-Receipt"]}, timeout=30
+    )
+    work.answered("ack", acked)
+    with work.lock:
+        work.got[got.content.decode()] += 1
+    return True
+
+
+def _counters(farm: HostFarm) -> dict[str, int]:
+    with farm.lan.inside("client"):
+        answer = requests.get(
+            f"{farm.url}/stats/counters.json",
+            headers={"Authorization": f"Bearer {farm.env['STATS_API_TOKEN']}"},
+            timeout=30,
+        )
+    answer.raise_for_status()
+    return answer.json()["counters"]
+
+
+def _total(counters: dict[str, int], name: str, **labels: str) -> int:
+    def matches(key: str) -> bool:
+        parts = key.split("|")
+        return parts[0] == name and all(f"{k}={v}" in parts[1:] for k, v in labels.items())
+
+    return sum(value for key, value in counters.items() if matches(key))
+
+
+def _change_pool(farm: HostFarm, to: tuple[str, ...]) -> str:
+    """The operators' command, on web1; at NEW, nginx reloaded with a
+    configuration rendered from the new list (as docs/farm.md says)."""
+    staged = render_balancer(farm, to, run_dir=farm.dir / f"nginx-{len(to)}").parent
+    live = farm.dir / "nginx"
+    switch = "sh -c " + shlex.quote(
+        f"cp {staged}/webfarm.conf {live}/webfarm.conf && nginx -p {live} -c {live}/nginx.conf -s reload"
+    )
+    servers = ",".join(f"{farm.address(h)}:{MEMCACHED_PORT}" for h in to)
+    argv = [str(processes.BIN / "python"), "manage.py", "memcached_pool", "--to", servers, "--at-new", switch]
+    return farm.lan.run("web1", [*argv, "--wait", "120"], env=farm.env, timeout=300)
+
+
+def _runs(farm: HostFarm) -> Counter:
+    """How many times each Celery task id succeeded, on every worker."""
+    return Counter(match.group(2) for match in RAN.finditer(farm.logs("worker1", "worker2", "web2")))
+
+
+def test_the_pool_grows_and_shrinks_under_a_running_farm(farm):
+    with farm.lan.inside("client"):
+        poll, choices = create_poll(farm.env, "Which server?", ["mc1", "mc2", "mc3"])
+        for name in USERS:
+            new_user(farm.env, farm.url, name)
+        quiet = new_user(farm.env, farm.url, "dave")
+        job = quiet.start_report("sales-by-region", SPLIT)["job"]
+        final = quiet.wait_until(job, lambda p: p["final"], timeout=180)
+        assert final["state"] == "succeeded"
+        expected = quiet.get(final["result_url"]).content
+    # The baseline once dave's start is counted (a process sends its counts within a second).
+    before = processes.wait_for(
+        lambda: (lambda c: c if _total(c, "jobs", state="queued") else None)(_counters(farm)),
+        timeout=30,
+        what="the quiet report counted",
+    )
+
+    work, stop = Workload(), threading.Event()
+    loops = [threading.Thread(target=_user, args=(farm, name, work, stop), daemon=True) for name in USERS]
+    loops.append(threading.Thread(target=_voter, args=(farm, poll, choices, work, stop), daemon=True))
+    loops.append(threading.Thread(target=_queue, args=(farm, work, stop), daemon=True))
+    for loop in loops:
+        loop.start()
+    processes.wait_for(lambda: len(work.owner) >= len(USERS), timeout=60, what="a report of each user")
+    grew = _change_pool(farm, ("mc1", "mc2", "mc3"))
+    processes.wait_for(
+        lambda: len(work.owner) >= 2 * len(USERS), timeout=120, what="reports on three servers"
+    )
+    shrank = _change_pool(farm, ("mc1", "mc2"))
+    started = len(work.owner)
+    processes.wait_for(lambda: len(work.owner) > started, timeout=120, what="a report after the change")
+    stop.set()
+    for loop in loops:
+        loop.join(timeout=300)
+        assert not loop.is_alive(), loop
+    assert all("running sh -c" in said and "done: the farm uses" in said for said in (grew, shrank)), (
+        grew,
+        shrank,
+    )
+    assert "it can be stopped" in shrank, shrank
+
+    for said in (grew, shrank):
+        assert int(re.search(r"walk 1: (\d+) values moved", said).group(1)) > 0, said
+    print(
+        f"\n{len(work.owner)} reports, {len(work.cancelled)} cancelled, {len(work.seen)} polls "
+        f"({sum(s.source == 'memcached' for s in work.seen)} from nginx's fast path), {work.votes} votes, "
+        f"{len(work.put)} queue messages; answers: {dict(work.answers)}"
+    )
+    assert any(s.source == "memcached" for s in work.seen)
+
+    # The removed server holds nothing of the farm's.
+    with farm.lan.inside("client"):
+        assert keyspace.items(f"{farm.address('mc3')}:{MEMCACHED_PORT}", f"{NAMESPACE}:") == []
+
+    # Every accepted job ended as on a quiet farm: its result, or cancelled when asked.
+    assert len(work.owner) >= 3 * len(USERS)
+    by_job: dict[str, list[Seen]] = {}
+    for seen in work.seen:
+        by_job.setdefault(seen.job, []).append(seen)
+    with farm.lan.inside("client"):
+        clients = {name: WebClient(farm.url).login(name) for name in USERS}
+        for job, name in work.owner.items():
+            final = clients[name].wait_until(job, lambda p: p["final"], timeout=240)
+            if final["state"] == "cancelled":
+                assert job in work.cancelled, final
+                continue
+            assert final["state"] == "succeeded", final
+            assert clients[name].get(final["result_url"]).content == expected, job
+
+    # Its bar never went back, through either path, and no answer was another job's.
+    for job, seen in by_job.items():
+        for via in ("nginx", "django"):
+            bodies = [s.body for s in seen if s.via == via and s.body]
+            assert all(body["job"] == job for body in bodies), job
+            percents = [body["percent"] for body in bodies]
+            assert percents == sorted(percents), (job, via, percents)
+            ends = [n for n, body in enumerate(bodies) if body["final"]]
+            assert not ends or ends[0] == len(bodies) - 1, (job, via)
+
+    # No 5xx but 503 with Retry-After; no poll waited past the bound.
+    assert all(status < 500 or (status == 503 and retry) for _, status, retry in work.answers), work.answers
+    slow = sorted(s.took for s in work.seen if s.took > LONGEST_WAIT)
+    assert not slow, slow
+    assert all(s.status for s in work.seen), "a poll got no answer"
+
+    # Every message the HTTP queue accepted was delivered; Celery ran each task once.
+    assert work.put and work.put <= set(work.got), sorted(work.put - set(work.got))[:10]
+    twice = [task for task, runs in _runs(farm).items() if runs > 1]
+    assert not twice, twice
+
+    # Votes stored equal votes accepted; counters' totals equal the events
+    # counted (a process sends what it counts within a second).
+    with farm.lan.inside("client"):
+        processes.wait_for(lambda: _votes(farm, poll) == work.votes, timeout=30, what="the votes stored")
+    assert work.votes > 0
+    accepted = len(work.owner)
+
+    def counted() -> tuple[int, int, int]:
+        after = _counters(farm)
+        return tuple(
+            _total(after, name, **labels) - _total(before, name, **labels) for name, labels in COUNTED
+        )
+
+    settled = processes.wait_for(
+        lambda: (lambda c: c if c == (accepted, work.votes, 2 * len(USERS)) else None)(counted()),
+        timeout=30,
+        what="the counters' totals",
+    )
+    assert settled
+
+
+# The counters checked, and the events they count: reports started, votes, logins.
+COUNTED = (("jobs", {"state": "queued"}), ("poll_votes", {}), ("logins", {}))
+
+
+def _votes(farm: HostFarm, poll: int) -> int:
+    flush_votes(farm.env)
+    code = f"from demofarm.polls.models import Vote; print(Vote.objects.filter(poll={poll}).count())"
+    return int(processes.manage(farm.env, "shell", "-c", code).strip().splitlines()[-1])
