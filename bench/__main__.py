@@ -8,6 +8,7 @@ from bench import (
     farm,
     memory,
     polls,
+    poolcost,
     publish,
     queue,
     roundtrips,
@@ -19,6 +20,8 @@ from bench import (
 
 def main() -> None:
     print(roundtrips.report(roundtrips.run()), flush=True)
+    print()
+    print(poolcost.report(poolcost.run()), flush=True)
     print()
     print(publish.report(publish.run()), flush=True)
     print()

@@ -141,6 +141,28 @@ def alice_client(alice):
     return client
 
 
+@pytest.fixture
+def memcached_broker(memcached_server: str, progress_on_real_memcached: str) -> Iterator[None]:
+    """Celery on the test's memcached, as the farm runs by default: a start's
+    task send is a put into a memcached queue, counted like the rest."""
+    from demofarm.celery import app
+
+    before = app.conf.broker_url, app.conf.broker_transport_options
+    # The read and write URLs follow (the settings set them to the broker's URL).
+    app.conf.broker_url = app.conf.broker_read_url = app.conf.broker_write_url = (
+        f"memcached://{memcached_server}"
+    )
+    app.conf.broker_transport_options = {
+        "servers": [memcached_server],
+        "namespace": progress_on_real_memcached,
+    }
+    app._pool, app.amqp._producer_pool = None, None
+    yield
+    app.conf.broker_url, app.conf.broker_transport_options = before
+    app.conf.broker_read_url = app.conf.broker_write_url = before[0]
+    app._pool, app.amqp._producer_pool = None, None
+
+
 @dataclass
 class Farm:
     """One memcached, one Redis broker, one Celery worker, two web nodes."""

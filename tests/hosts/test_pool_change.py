@@ -224,6 +224,15 @@ def _change_pool(farm: HostFarm, to: tuple[str, ...]) -> str:
     return farm.lan.run("web1", [*argv, "--wait", "120"], env=farm.env, timeout=300)
 
 
+def _took(said: str) -> float:
+    """Seconds from the command's first line to its last (each starts with the time)."""
+    stamps = [line.split()[0] for line in said.splitlines() if re.match(r"\d\d:\d\d:\d\d\.\d+ ", line)]
+    seconds = [
+        sum(float(part) * 60**n for n, part in enumerate(reversed(stamp.split(":")))) for stamp in stamps
+    ]
+    return seconds[-1] - seconds[0]
+
+
 def _runs(farm: HostFarm) -> Counter:
     """How many times each Celery task id succeeded, on every worker."""
     return Counter(match.group(2) for match in RAN.finditer(farm.logs("worker1", "worker2", "web2")))
@@ -273,7 +282,8 @@ def test_the_pool_grows_and_shrinks_under_a_running_farm(farm):
     for said in (grew, shrank):
         assert int(re.search(r"walk 1: (\d+) values moved", said).group(1)) > 0, said
     print(
-        f"\n{len(work.owner)} reports, {len(work.cancelled)} cancelled, {len(work.seen)} polls "
+        f"\ngrew in {_took(grew):.1f} s, shrank in {_took(shrank):.1f} s; {len(work.owner)} reports, "
+        f"{len(work.cancelled)} cancelled, {len(work.seen)} polls "
         f"({sum(s.source == 'memcached' for s in work.seen)} from nginx's fast path), {work.votes} votes, "
         f"{len(work.put)} queue messages; answers: {dict(work.answers)}"
     )

@@ -141,28 +141,6 @@ def test_a_vote_is_at_most_three_round_trips_and_no_query(poll, settings):
     assert cost.round_trips <= 3 and cost.queries == 0
 
 
-@pytest.fixture
-def memcached_broker(memcached_server, progress_on_real_memcached):
-    """Celery on the test's memcached, as the farm runs by default: a start's
-    task send is a put into a memcached queue, counted like the rest."""
-    from demofarm.celery import app
-
-    before = app.conf.broker_url, app.conf.broker_transport_options
-    # The read and write URLs follow (the settings set them to the broker's URL).
-    app.conf.broker_url = app.conf.broker_read_url = app.conf.broker_write_url = (
-        f"memcached://{memcached_server}"
-    )
-    app.conf.broker_transport_options = {
-        "servers": [memcached_server],
-        "namespace": progress_on_real_memcached,
-    }
-    app._pool, app.amqp._producer_pool = None, None
-    yield
-    app.conf.broker_url, app.conf.broker_transport_options = before
-    app.conf.broker_read_url = app.conf.broker_write_url = before[0]
-    app._pool, app.amqp._producer_pool = None, None
-
-
 START = {"date_from": "2024-01-01", "date_to": "2025-12-31", "min_units": 1}
 
 

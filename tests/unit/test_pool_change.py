@@ -383,10 +383,14 @@ def test_a_moving_document_nginx_reads_goes_dark_never_a_tombstone(rings):
         assert ring.set(first, b"a newer one", expire=60)
         assert old.get(first) is None and new.get(first) is None and ring.get(first) is None
         batch = MetaBatch(ring)
-        batch.set(second, "T60", "ME", value=b"by a batch")
+        batch.set(second, "T60", value=b"by a batch")
+        batch.set(second, "T60", "ME", value=b"added by a batch")  # an add puts nothing back
         batch.get(second, "v")
-        assert [r.status for r in batch.run()] == [b"HD", b"EN"]
+        assert [r.status for r in batch.run()] == [b"HD", b"NS", b"EN"]
         assert old.get(second) is None and new.get(second) is None
+        # A poll's republish (an add) keeps it dark, and costs no round trip.
+        assert ring.add(first, b"put back", expire=60) is False
+        assert old.get(first) is None and new.get(first) is None
     old.set(third, b"left by a process of the old ring", expire=60)
     walked = migrate(lead)
     assert walked.dark >= 1 and old.get(third) is None and new.get(third) is None

@@ -261,8 +261,10 @@ class ChangingRing:
         if not self.moving(key):
             return self.new.add(key, value, expire=expire, noreply=noreply)
         if is_read_by_nginx(key):
-            self._put_out(key)
-            return True
+            # A dark document stays missing, and an add puts back only what
+            # is missing (a poll's republish): nothing to send. What a process
+            # not yet following wrote goes at the next write or the walk.
+            return False
         for _ in range(TRIES):
             first = value if self.phase is Phase.FOLLOW else tombstone(value, expire)
             if self.old.add(key, first, expire=expire, noreply=False):
