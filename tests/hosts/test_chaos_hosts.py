@@ -1,27 +1,29 @@
 """A short chaos run on hosts (bench/chaos --hosts): each process of the
 farm on a test host of its own (tests/harness/hosts.py), and among the
-faults a seed picks, hosts unplugged and paths to memcached cut; every
-invariant of bench/chaos/checker.py checked afterwards. The loopback run is
+faults a seed picks, hosts unplugged and paths to memcached cut, and the
+memcached pool grown by a second server and shrunk back with the operators'
+command (`--pool-change`); every invariant of bench/chaos/checker.py
+checked afterwards. The loopback run is
 tests/farm/test_chaos.py; the long runs are in docs/testing.md."""
 
 import os
 
 import pytest
 
-from bench.chaos.nemesis import NETWORK_FAULTS, schedule
+from bench.chaos.nemesis import NETWORK_FAULTS, POOL_CHANGE, schedule
 from bench.chaos.run import report, run
 from tests.harness import hosts
 
 pytestmark = pytest.mark.farm
 
-SEED = 4488  # every network fault in 75 s
+SEED = 982  # every network fault in 75 s, and the pool change
 MINUTES = 75 / 60
 
 
 def test_a_short_chaos_run_on_hosts_keeps_every_invariant():
-    faults = schedule(SEED, MINUTES * 60, network=True)
-    assert set(NETWORK_FAULTS) <= {f.kind for f in faults}
-    outcome = run(SEED, MINUTES, network=True)
+    faults = schedule(SEED, MINUTES * 60, network=True, pool_change=True)
+    assert {*NETWORK_FAULTS, POOL_CHANGE} <= {f.kind for f in faults}
+    outcome = run(SEED, MINUTES, network=True, pool_change=True)
     print(report(SEED, outcome))
     assert not outcome.violations, report(SEED, outcome)
     assert outcome.figures["results compared with a quiet farm's"] > 0

@@ -4,6 +4,7 @@ processes of the new ring, two neighbouring kinds at a time, agree on every
 key, and after migrate() the new ring alone finds every value."""
 
 import threading
+import time
 import uuid
 
 import pytest
@@ -208,15 +209,42 @@ def test_emptying_a_removed_server_lists_it_again_until_nothing_comes_back(three
     writer = threading.Thread(target=straggler)
     writer.start()
     try:
-        emptied = empty(leaving, passes=3, pause=0.2)
+        emptied = empty(leaving, quiet=0.5, limit=1.0, pause=0.1)
     finally:
         stop.set()
         writer.join()
     assert not emptied.clean and "straggler" in emptied.late and emptied.deleted >= 32
-    quiet = empty(leaving, passes=3, pause=0.2)
+    quiet = empty(leaving, quiet=0.3, limit=5.0, pause=0.1)
     assert quiet.clean and quiet.late == [] and quiet.deleted <= 1  # the straggler's last write, if after
     assert not keyspace.items(three_memcached[2], namespace)
     assert neighbour.get("kept") == b"x"  # another namespace on the server: not the change's
+
+
+@pytest.mark.parametrize(
+    "planted",
+    [
+        TOMBSTONE,
+        TOMBSTONE + b"not-a-time:60:forged",
+        TOMBSTONE + b"%d:60:from the future" % ((time.time() + 3600) * 1000),
+        TOMBSTONE + b"%d:999999999:a lifetime memcached would read as a date" % (time.time() * 1000),
+        TOMBSTONE + b"9" * 400 + b":60:forged",
+        TOMBSTONE + b"%d:" % (time.time() * 1000),
+        TOMBSTONE + bytes(range(256)),
+    ],
+    ids=["bare", "no time", "future", "date lifetime", "long time", "no lifetime", "junk"],
+)
+def test_a_planted_tombstone_is_never_taken_for_a_move(rings, planted):
+    """memcached is shared: whoever plants a tombstone-looking value on a
+    moving key's old server makes it read as missing, and puts nothing on
+    the new server."""
+    old, new = rings["old"], rings["new"]
+    key = moving_keys(rings["lead"], 1, "planted")[0]
+    old.set(key, planted, expire=60)
+    for phase in ("follow", "lead"):
+        ring = rings[phase]
+        assert ring.get(key) is None and ring.gets(key) == (None, None)
+        assert ring.get_many([key]) == {}
+    assert new.get(key) is None
 
 
 def test_a_delete_ends_the_key_on_both_servers(rings):

@@ -5,19 +5,21 @@ and real memcached servers; the follower reads on a connection of its own,
 so the rows are committed (transaction=True)."""
 
 import io
+import json
 import os
 import threading
 import time
 import uuid
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import OperationalError
 
 from tests.harness import keyspace, processes
 from webfarm.core import pool
 from webfarm.core.client import MetaBatch, build_client, get_client, leftover_ring, server_of
-from webfarm.core.client.changing import ChangingRing, Phase
+from webfarm.core.client.changing import ChangingRing, Phase, tombstone
 from webfarm.core.client.ring import StableHashClient
 from webfarm.core.conf import get_config
 from webfarm.core.models import PoolChange, PoolMember
@@ -273,3 +275,59 @@ def test_the_command_grows_the_pool_and_shrinks_it_back_losing_nothing(following
     namespace = get_client_namespace()
     left = [item.key for item in keyspace.items(following[2], f"{namespace}:")]
     assert left == [], "\n".join(left)
+
+    # A straggler's write landing later (its path healed): the command, run
+    # again with the same list, empties the removed server again.
+    late = build_client([following[2]], namespace)
+    late.set("late", b"from a host cut off meanwhile", expire=60)
+    late.close()
+    out = io.StringIO()
+    call_command("memcached_pool", "--to", ",".join(two), "--wait", "60", stdout=out)
+    assert "emptying what change" in out.getvalue() and "deleted the farm's 1 keys" in out.getvalue(), (
+        out.getvalue()
+    )
+    assert not keyspace.items(following[2], f"{namespace}:")
+
+
+def test_a_forged_record_carried_by_a_planted_tombstone_is_refused(following, on_old, settings):
+    """Someone with memcached's port plants, on a moving job record's old
+    server, a fresh tombstone carrying a forged record, and deletes the real
+    one from its new server: the reader puts the carried value there (as for
+    a move between its two writes), and the record's seal refuses it. The
+    poll answers without it, never a 500 and never the forged state."""
+    from django.test import Client
+
+    from webfarm.progress import services, store
+
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    alice = get_user_model().objects.create_user("alice", password="x")
+    viewer = Client()
+    viewer.force_login(alice)
+    change = PoolChange.objects.create(
+        old=",".join(following[:2]), new=",".join(following), stage=pool.Stage.FOLLOW
+    )
+    _stage(change, pool.Stage.LEAD)
+    ring = get_client()
+    for n in range(60):
+        job = services.create_job(owner=alice, kind="demo", title=f"Demo {n}", params={})
+        if ring.moving(store.record_key(job.id)):
+            break
+    else:
+        pytest.fail("no job's record moves")
+    record = services.begin_job(job.id)
+    record.current, record.total, record.percent = 12, 100, 12.0
+    store.write(record)
+    assert viewer.get(f"/progress/{job.id}/").json()["percent"] == 12.0
+
+    key = store.record_key(job.id)
+    forged = json.dumps({"job": job.id, "state": "succeeded", "percent": 100, "final": True}).encode()
+    on_old.set(key, tombstone(forged, 600), expire=600)
+    ring.new.delete(key)
+    answer = viewer.get(f"/progress/{job.id}/")
+    assert ring.new.get(key) == forged  # the carried value was put back, as for a move under way
+    assert answer.status_code < 500, answer.content
+    if answer.status_code == 200:
+        body = answer.json()
+        assert body["state"] != "succeeded" and body["percent"] != 100, body
+    else:
+        assert "Traceback" not in answer.content.decode(errors="replace")

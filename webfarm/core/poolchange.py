@@ -87,7 +87,12 @@ def change(
             )
         say(f"going on with the change from {row.old} to {row.new}, at {row.stage}")
     elif plan.servers == target:
-        raise PoolChangeError(f"the farm already uses {','.join(target)}")
+        if row is None or servers_of(row.new) != target or not _removed(row):
+            raise PoolChangeError(f"the farm already uses {','.join(target)}")
+        # Done before: what a straggler wrote since on a removed server goes.
+        say(f"the farm already uses {row.new}: emptying what change {row.pk} removed again")
+        _empty_removed(row, say=say)
+        return row
     else:
         PoolMember.objects.filter(seen_at__lt=timezone.now() - FORGET_MEMBERS).delete()
         row = PoolChange.objects.create(old=",".join(plan.servers), new=",".join(target), stage=Stage.FOLLOW)
@@ -141,22 +146,38 @@ def _stage(
             check(old, True)
         cleared = clear_tombstones(old)
         say(f"cleared {cleared} tombstones from the old servers")
-        removed = [server for server in servers_of(row.old) if server not in servers_of(row.new)]
-        if removed:
-            leaving = _ring(",".join(removed))
-            try:
-                emptied = empty(leaving)
-            finally:
-                leaving.close()
-            if emptied.late:
-                say(f"written on {','.join(removed)} since its first listing: {', '.join(emptied.late[:10])}")
-            if not emptied.clean:
-                raise PoolChangeError(
-                    f"a process still writes to {','.join(removed)}: find the one that does not follow "
-                    "the pool (memcached_pool lists the processes) before you stop the server"
-                )
-            say(f"deleted the farm's {emptied.deleted} keys left on {','.join(removed)}: it can be stopped")
+        _empty_removed(row, say=say)
     return row
+
+
+def _removed(row: PoolChange) -> list[str]:
+    return [server for server in servers_of(row.old) if server not in servers_of(row.new)]
+
+
+def _empty_removed(row: PoolChange, *, say: Say) -> None:
+    """Empty the servers the change removed of the farm's keys, listing them
+    again until a listing finds none. Raises PoolChangeError while a
+    process still writes there."""
+    removed = _removed(row)
+    if not removed:
+        return
+    leaving = _ring(",".join(removed))
+    try:
+        emptied = empty(leaving, quiet=dwell(), limit=10 * dwell())
+    except (MemcacheError, OSError) as exc:
+        say(f"{','.join(removed)} does not answer ({exc}): nothing left to empty")
+        return
+    finally:
+        leaving.close()
+    if emptied.late:
+        say(f"written on {','.join(removed)} since its first listing: {', '.join(emptied.late[:10])}")
+    if not emptied.clean:
+        raise PoolChangeError(
+            f"a process still writes to {','.join(removed)}: find the one that does not follow the "
+            f"pool (memcached_pool lists the processes), then run memcached_pool --to {row.new} again "
+            "to empty it before you stop it"
+        )
+    say(f"deleted the farm's {emptied.deleted} keys left on {','.join(removed)}: it can be stopped")
 
 
 def _settled(row: PoolChange, stage: Stage, *, say: Say, wait: float) -> None:

@@ -61,6 +61,8 @@ from webfarm.core.client.ring import StableHashClient
 TOMBSTONE = b"\x00webfarm-moved:"
 # Seconds a tombstone's carried value may stand in for a new server's miss.
 FRESH = 10.0
+# memcached reads a lifetime longer than 30 days as a Unix time.
+MAX_RELATIVE_EXPIRE = 30 * 24 * 3600
 # Tries of a write that lost a race for the old server's value.
 TRIES = 8
 
@@ -84,12 +86,15 @@ def is_tombstone(value: object) -> bool:
 
 def carried(value: bytes, now: float | None = None) -> tuple[bytes, int] | None:
     """The value a fresh tombstone carries and its lifetime, or None once
-    it is stale (or the tombstone is not one of ours)."""
+    it is stale, or when it is not one a writer of ours made: memcached is
+    shared, and a planted one from the future would stay fresh for ever, or
+    carry a lifetime memcached reads as a date."""
     stamp, _, rest = value[len(TOMBSTONE) :].partition(b":")
     expire, _, carried_value = rest.partition(b":")
-    if not stamp.isdigit() or not expire.isdigit():
+    if not (stamp.isdigit() and expire.isdigit() and len(stamp) <= 16 and len(expire) <= 8):
         return None
-    if (time.time() if now is None else now) - int(stamp) / 1000 >= FRESH:
+    age = (time.time() if now is None else now) - int(stamp) / 1000
+    if not -FRESH < age < FRESH or int(expire) > MAX_RELATIVE_EXPIRE:
         return None
     return carried_value, int(expire)
 
@@ -411,28 +416,36 @@ class Emptied:
     clean: bool = False  # the last listing found nothing
 
 
-def empty(ring: StableHashClient, *, passes: int = 5, pause: float = 0.5) -> Emptied:
+def empty(ring: StableHashClient, *, quiet: float = 3.0, limit: float = 30.0, pause: float = 0.5) -> Emptied:
     """Delete every key of the ring's namespace on its servers (servers a
-    change removed, once no process uses them), listing them again until a
-    listing finds none. A key found again was written after the pass
-    before: a process still uses the server."""
+    change removed, once no process uses them), listing them again until
+    no key has come for `quiet` seconds (at most `limit` seconds in all). A
+    key found again was written after the listing before: a process still
+    uses the server, or the network delivered a write late (a host cut off
+    meanwhile, its path healed)."""
     emptied = Emptied()
-    for done in range(passes):
-        if done:
-            time.sleep(pause)
+    began = last_found = time.monotonic()
+    first = True
+    while True:
         by_node: dict[str, list[str]] = {}
         for node, key, _ in namespace_keys(ring):
             by_node.setdefault(node, []).append(key)
-        if not by_node:
+        now = time.monotonic()
+        if by_node:
+            last_found = now
+            if not first:
+                emptied.late += sorted(key for keys in by_node.values() for key in keys)
+            for node, keys in by_node.items():
+                for start in range(0, len(keys), 500):
+                    ring.clients[node].delete_many(keys[start : start + 500], noreply=False)
+            emptied.deleted += sum(map(len, by_node.values()))
+        elif now - last_found >= quiet:
             emptied.clean = True
             return emptied
-        if done:
-            emptied.late += sorted(key for keys in by_node.values() for key in keys)
-        for node, keys in by_node.items():
-            for start in range(0, len(keys), 500):
-                ring.clients[node].delete_many(keys[start : start + 500], noreply=False)
-        emptied.deleted += sum(map(len, by_node.values()))
-    return emptied
+        if now - began >= limit:
+            return emptied
+        first = False
+        time.sleep(pause)
 
 
 def namespace_keys(
