@@ -1,6 +1,6 @@
 """What a change of the memcached pool costs a request, phase by phase of
 growing from two servers to three: round trips of polls and starts (counts,
-asserted by tests/unit/test_pool_cost.py) and polls per second in one thread
+asserted by tests/unit/test_pool_cost.py), and polls and starts per second in one thread
 of Django's test client against three real memcached servers, as a ratio to
 the same phase's polls in a run just before it where the pool does not
 change (times vary between machines; a ratio measured side by side does
@@ -77,7 +77,9 @@ def report(result: tuple[dict[str, dict[str, float]], dict[str, dict[str, float]
         "mean round trips per request, and polls per second against the same phase's "
         "in a run without the change "
         f"(median of {ROUNDS} runs)",
-        f"{'phase':8} " + " ".join(f"{op:>17}" for op in ops) + "   token polls/s   session polls/s",
+        f"{'phase':8} "
+        + " ".join(f"{op:>17}" for op in ops)
+        + "   token polls/s   session polls/s   starts/s",
     ]
     for phase in PHASES:
         rates = ratios.get(phase, {})
@@ -85,6 +87,7 @@ def report(result: tuple[dict[str, dict[str, float]], dict[str, dict[str, float]
             f"{phase:8} "
             + " ".join(f"{trips[phase][op]:17.2f}" for op in ops)
             + f"   {rates.get('token poll', 0):13.2f}x   {rates.get('session poll', 0):15.2f}x"
+            + f"   {rates.get('start', 0):7.2f}x"
         )
     return "\n".join(lines)
 
