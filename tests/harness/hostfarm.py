@@ -15,6 +15,7 @@ from pathlib import Path
 
 import requests
 
+from demofarm.farm import nginx_argv, render_nginx
 from tests.harness import deployment, hosts, processes
 from tests.harness.web import DEMO_PASSWORD
 
@@ -138,8 +139,6 @@ def host_farm(
 
 
 def _nginx_argv(farm: HostFarm, base: Path) -> list[str]:
-    from demofarm.farm import nginx_argv
-
     return nginx_argv(render_balancer(farm, ("mc1", "mc2")))
 
 
@@ -147,8 +146,6 @@ def render_balancer(farm: HostFarm, memcached: tuple[str, ...], run_dir: Path | 
     """nginx's configuration for the balancer, its fast path reading
     `memcached` (hosts), in run_dir (the one nginx runs from by default):
     the nginx.conf."""
-    from demofarm.farm import render_nginx
-
     return render_nginx(
         listen=f"{farm.address('balancer')}:80",
         web=[f"{farm.address(h)}:{WEB_PORT}" for h in ("web1", "web2")],

@@ -15,6 +15,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.db import OperationalError
+from django.test import Client
 
 from tests.harness import keyspace, processes
 from webfarm.core import pool
@@ -23,6 +24,7 @@ from webfarm.core.client.changing import ChangingRing, Phase, tombstone
 from webfarm.core.client.ring import StableHashClient
 from webfarm.core.conf import get_config
 from webfarm.core.models import PoolChange, PoolMember
+from webfarm.progress import services, store
 from webfarm.queues.queue import Queue
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -295,10 +297,6 @@ def test_a_forged_record_carried_by_a_planted_tombstone_is_refused(following, on
     one from its new server: the reader puts the carried value there (as for
     a move between its two writes), and the record's seal refuses it. The
     poll answers without it, never a 500 and never the forged state."""
-    from django.test import Client
-
-    from webfarm.progress import services, store
-
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     alice = get_user_model().objects.create_user("alice", password="x")
     viewer = Client()

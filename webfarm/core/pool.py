@@ -27,7 +27,9 @@ import time
 from dataclasses import dataclass
 from enum import StrEnum
 
+from django.apps import apps
 from django.db import DatabaseError, connection
+from django.db.models import Model
 from django.utils import timezone
 from pymemcache.exceptions import MemcacheError
 
@@ -99,13 +101,16 @@ def plan_of(row: object | None) -> Plan:
     return Plan(new, old, stage, row.pk)  # type: ignore[attr-defined]
 
 
+def _model(name: str) -> type[Model]:
+    # Looked up when used, from the app registry: the site log's handler
+    # loads the client (and this module) while Django configures logging,
+    # before any model can be imported.
+    return apps.get_model("webfarm_core", name)
+
+
 def read_plan() -> Plan:
     """The newest row's plan, from the database. Raises DatabaseError."""
-    # Imported here, not at the top: the site log's handler loads the client
-    # (and this module) while Django configures logging, before any model
-    # can be imported. Not a circle: an order of loading.
-    from webfarm.core.models import PoolChange
-
+    PoolChange = _model("PoolChange")
     try:
         return plan_of(PoolChange.objects.order_by("-pk").first())
     except DatabaseError:
@@ -188,9 +193,7 @@ class _Follower:
             return
         if plan.change == 0:
             return  # no change ever made: nothing waits on members
-        from webfarm.core.models import PoolMember  # here, as read_plan says
-
-        PoolMember.objects.update_or_create(
+        _model("PoolMember").objects.update_or_create(
             name=member_name(),
             defaults={"change": plan.change, "stage": plan.stage.value, "seen_at": timezone.now()},
         )
