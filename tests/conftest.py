@@ -163,6 +163,23 @@ def memcached_broker(memcached_server: str, progress_on_real_memcached: str) -> 
     app._pool, app.amqp._producer_pool = None, None
 
 
+@pytest.fixture
+def starters(memcached_broker: None) -> list:
+    """Logged-in clients of eight users with no job yet, with a CSRF cookie
+    ("c" * 32), on the memcached the settings name when it is made."""
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    made = []
+    for n in range(8):
+        client = Client()
+        client.force_login(get_user_model().objects.create_user(f"starter{n}", password="x"))
+        client.cookies["csrftoken"] = "c" * 32
+        client.get("/jobs/")  # the session and the user cached, as for anyone who browsed here first
+        made.append(client)
+    return made
+
+
 @dataclass
 class Farm:
     """One memcached, one Redis broker, one Celery worker, two web nodes."""

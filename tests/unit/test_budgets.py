@@ -5,7 +5,6 @@ a vote or a start fails here; docs/benchmarks.md has the table these keep.
 """
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 
 from tests.harness.roundtrips import counting, runs, steady
@@ -146,19 +145,6 @@ START = {"date_from": "2024-01-01", "date_to": "2025-12-31", "min_units": 1}
 
 def _start(client: Client):
     return client.post("/reports/return-rates/", START, **JSON, HTTP_X_CSRFTOKEN="c" * 32)
-
-
-@pytest.fixture
-def starters(memcached_broker):
-    """Logged-in clients of users with no job yet, with a CSRF cookie."""
-    made = []
-    for n in range(8):
-        client = Client()
-        client.force_login(get_user_model().objects.create_user(f"starter{n}", password="x"))
-        client.cookies["csrftoken"] = "c" * 32
-        client.get("/jobs/")  # the session and the user cached, as for anyone who browsed here first
-        made.append(client)
-    return made
 
 
 def test_an_accepted_start_is_at_most_six_round_trips(starters, settings):

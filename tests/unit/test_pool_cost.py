@@ -33,7 +33,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 JSON = {"HTTP_ACCEPT": "application/json"}
 START = {"date_from": "2024-01-01", "date_to": "2025-12-31", "min_units": 1}
 JOBS = 16
-STARTS = 8
 PHASES = ("before", "follow", "lead", "walked", "new")
 TIMED = bool(os.environ.get("POOL_COST_TIMED"))
 # bench.poolcost's baseline: the same requests in the same order, the pool never changed.
@@ -105,10 +104,9 @@ def _timed(call: Callable[[], object], seconds: float = 1.5) -> float:
     return n / (time.perf_counter() - began)
 
 
-def test_a_change_adds_at_most_a_round_trip_to_a_poll_or_a_start(pool_of_two, settings):
+def test_a_change_adds_at_most_a_round_trip_to_a_poll_or_a_start(pool_of_two, settings, starters):
     namespace = settings.MEMCACHED["NAMESPACE"]
-    User = get_user_model()
-    alice = User.objects.create_user("alice", password="x")
+    alice = get_user_model().objects.create_user("alice", password="x")
     viewer = Client()
     viewer.force_login(alice)
     jobs = []
@@ -125,13 +123,6 @@ def test_a_change_adds_at_most_a_round_trip_to_a_poll_or_a_start(pool_of_two, se
     costs: dict[str, dict[str, float]] = {}
     rates: dict[str, dict[str, float]] = {}
     # The same users start in every phase: their sessions' servers stay, only the jobs are new.
-    starters = []
-    for n in range(STARTS):
-        client = Client()
-        client.force_login(User.objects.create_user(f"starter{n}", password="x"))
-        client.cookies["csrftoken"] = "c" * 32
-        client.get("/jobs/")  # the session and the user cached, as for anyone who browsed first
-        starters.append(client)
     for phase in PHASES:
         _stage(pool_of_two, phase, namespace)
         Client().get(token_urls[0])  # warm: this phase's connections
@@ -151,7 +142,7 @@ def test_a_change_adds_at_most_a_round_trip_to_a_poll_or_a_start(pool_of_two, se
                 "token poll": _timed(lambda: [anonymous.get(u) for u in token_urls]) * JOBS,  # noqa: B023
                 "session poll": _timed(lambda: [viewer.get(u) for u in session_urls]) * JOBS,
                 # Each starter once a round: a start is a job row, a record and a send.
-                "start": _timed(lambda: [start(c) for c in starters]) * STARTS,
+                "start": _timed(lambda: [start(c) for c in starters]) * len(starters),
             }
         print(f"\npoolcost|{phase}|" + "|".join(f"{op}={trips:.2f}" for op, trips in costs[phase].items()))
         if TIMED:

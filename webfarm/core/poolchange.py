@@ -156,8 +156,8 @@ def _removed(row: PoolChange) -> list[str]:
 
 def _empty_removed(row: PoolChange, *, say: Say) -> None:
     """Empty the servers the change removed of the farm's keys, listing them
-    again until a listing finds none. Raises PoolChangeError while a
-    process still writes there."""
+    again until none has come for a stage's length (empty()). Raises
+    PoolChangeError while keys keep coming."""
     removed = _removed(row)
     if not removed:
         return

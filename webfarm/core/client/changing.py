@@ -413,7 +413,7 @@ def clear_tombstones(old: StableHashClient) -> int:
 class Emptied:
     deleted: int = 0
     late: list[str] = field(default_factory=list)  # found again after the first pass: written meanwhile
-    clean: bool = False  # the last listing found nothing
+    clean: bool = False  # no key came for the quiet time asked
 
 
 def empty(ring: StableHashClient, *, quiet: float = 3.0, limit: float = 30.0, pause: float = 0.5) -> Emptied:
