@@ -252,7 +252,8 @@ if HOUSEKEEPING_QUEUE:
 
 # Users are read from memcached (sealed, dropped on every node when saved),
 # not from the database on every request (webfarm.core.users).
-AUTHENTICATION_BACKENDS = ["webfarm.core.users.CachedUserBackend"]
+# Users cached in memcached; every password try counted before it is hashed.
+AUTHENTICATION_BACKENDS = ["webfarm.limits.backends.ThrottledUserBackend"]
 # Seconds a cached user lives: bounds what an update() (which tells no one) leaves stale.
 USER_CACHE_TTL = env_int("USER_CACHE_TTL", memcached_conf.USER_CACHE_TTL)
 

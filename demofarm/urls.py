@@ -3,9 +3,6 @@ from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import include, path
 
-from webfarm.limits.logins import ThrottledLoginView
-from webfarm.limits.resets import ThrottledPasswordResetView
-
 
 def favicon(request: HttpRequest) -> HttpResponse:
     """Browsers ask for /favicon.ico whatever the page says: the site's icon, not a 404."""
@@ -17,11 +14,8 @@ urlpatterns = [
     # Before the admin's own URLs, which would answer 404 for it.
     path("admin/dashboard/", include("webfarm.dashboard.urls")),
     path("admin/", admin.site.urls),
-    # Before Django's own login URL: a few wrong passwords, then a pause.
-    path("accounts/login/", ThrottledLoginView.as_view(), name="login"),
-    # Each one sends an e-mail: a few an hour per address.
-    path("accounts/password_reset/", ThrottledPasswordResetView.as_view(), name="password_reset"),
-    path("accounts/", include("django.contrib.auth.urls")),
+    # Django's account pages, every password counted (a few wrong, then a pause).
+    path("accounts/", include("webfarm.limits.urls")),
     path("progress/", include("webfarm.progress.urls")),
     path("tasks/", include("webfarm.djangotasks.urls")),
     path("queues/", include("webfarm.queues.urls")),

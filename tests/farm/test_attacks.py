@@ -13,8 +13,10 @@ refused user agent (tests/harness/audit_settings.py).
 import os
 import signal
 import socket
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -229,6 +231,58 @@ def test_a_refused_login_hashes_no_password(farm):
         for password in ("wrong", DEMO_PASSWORD):
             assert _log_in(browser, farm, spelling, password).status_code == 429
     assert farm.hashes == before, f"{farm.hashes - before} hashes for 10 refused logins"
+
+
+def test_simultaneous_guesses_get_the_limit_and_no_more(farm):
+    """The attack: forty wrong passwords sent at once, each on a session of
+    its own, were all hashed before any was counted (17 of 40 evaluated
+    where the limit is 10). Counted before the hash, atomically: the limit's
+    worth of hashes, the rest refused unhashed, however they interleave."""
+    _create_user(farm, "grace")
+    browsers = [requests.Session() for _ in range(40)]
+    for browser in browsers:
+        browser.get(f"{farm.base}/accounts/login/", timeout=10).raise_for_status()
+    barrier = threading.Barrier(len(browsers))
+
+    def guess(browser: requests.Session) -> int:
+        data = {"username": "grace", "password": "wrong", "csrfmiddlewaretoken": browser.cookies["csrftoken"]}
+        barrier.wait(timeout=30)
+        return browser.post(
+            f"{farm.base}/accounts/login/", data=data, allow_redirects=False, timeout=60
+        ).status_code
+
+    before = farm.hashes
+    with ThreadPoolExecutor(max_workers=len(browsers)) as pool:
+        answers = list(pool.map(guess, browsers))
+    assert sorted(answers) == [200] * LOGIN_FAILURES + [429] * (40 - LOGIN_FAILURES)
+    assert farm.hashes - before == LOGIN_FAILURES
+
+
+def test_the_admins_login_page_refuses_past_the_limit(farm):
+    """Past the limit at /accounts/login/, the right password of a staff
+    account is refused at /admin/login/ too, unhashed."""
+    _shell(
+        farm,
+        "from django.contrib.auth import get_user_model; "
+        f"get_user_model().objects.create_superuser('heidi', password={DEMO_PASSWORD!r})",
+    )
+    browser = requests.Session()
+    for _ in range(LOGIN_FAILURES):
+        assert _log_in(browser, farm, "heidi", "wrong").status_code == 200
+    browser.get(f"{farm.base}/admin/login/", timeout=10).raise_for_status()
+    before = farm.hashes
+    answer = browser.post(
+        f"{farm.base}/admin/login/?next=/admin/",
+        data={
+            "username": "heidi",
+            "password": DEMO_PASSWORD,
+            "csrfmiddlewaretoken": browser.cookies["csrftoken"],
+        },
+        allow_redirects=False,
+        timeout=10,
+    )
+    assert answer.status_code == 429 and "Too many failed logins" in answer.text
+    assert "sessionid" not in browser.cookies and farm.hashes == before
 
 
 def test_a_disallowed_user_agent_is_refused_at_the_poll_gate_too(farm):

@@ -6,7 +6,7 @@ import json
 import time
 
 import pytest
-from django.contrib.auth import BACKEND_SESSION_KEY, get_user_model
+from django.contrib.auth import get_user_model
 from django.test import Client
 
 from webfarm.core import users
@@ -139,14 +139,6 @@ def test_a_login_does_not_drop_the_cached_copy(alice):
     cached = _cached(alice)
     assert Client().login(username="alice", password="first-password")  # saves last_login alone
     assert _cached(alice) == cached
-
-
-def test_sessions_from_before_the_cached_backend_stay_logged_in(alice):
-    client = _client(alice)
-    session = client.session
-    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
-    session.save()
-    assert client.get("/jobs/").status_code == 200
 
 
 def test_a_new_signing_key_reads_none_of_the_old_entries(alice, settings):

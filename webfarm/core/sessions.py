@@ -32,7 +32,6 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.contrib.auth import BACKEND_SESSION_KEY
 from django.contrib.sessions.backends import db
 from django.db.models.signals import post_delete
 from django.utils import timezone
@@ -52,8 +51,6 @@ ENGINE = __name__
 KEY_SALT = "webfarm.core.sessions.cache-key"
 SESSION_KEY_LENGTH = 32  # what SessionBase._get_new_session_key makes
 # Sessions made before users were cached (webfarm.core.users) name Django's backend.
-MODEL_BACKEND = "django.contrib.auth.backends.ModelBackend"
-CACHED_BACKEND = "webfarm.core.users.CachedUserBackend"
 _ALPHABET = frozenset(string.ascii_lowercase + string.digits)
 _UNREACHABLE = (MemcacheError, OSError)
 _UNREAD = object()
@@ -143,7 +140,7 @@ class SessionStore(db.SessionStore):
     def load(self) -> dict[str, Any]:
         session_key = self._get_or_create_session_key()
         key = self._key_for(session_key)
-        data = self._from_cache(key)  # upgraded already (cached_copy)
+        data = self._from_cache(key)
         if data is not None:
             return data
         made = time.time()  # before the read: a logout committed meanwhile supersedes this copy
@@ -152,7 +149,7 @@ class SessionStore(db.SessionStore):
             return {}
         data = self.decode(row.session_data)
         self._to_cache(key, data, cache_ttl(self.get_expiry_age(expiry=row.expire_date)), made)
-        return _upgraded(data)
+        return data
 
     async def aload(self) -> dict[str, Any]:
         return await sync_to_async(self.load)()
@@ -199,18 +196,4 @@ def cached_copy(key: str, raw: bytes | None) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         refused("session", key, "not a session")
         return None
-    return _upgraded(data)
-
-
-def _upgraded(data: dict[str, Any]) -> dict[str, Any]:
-    """A session logged in through Django's ModelBackend, before the cached
-    backend replaced it, stays logged in (the same users, read through the
-    cache) instead of being logged out by the upgrade."""
-    backends = settings.AUTHENTICATION_BACKENDS
-    if (
-        data.get(BACKEND_SESSION_KEY) == MODEL_BACKEND
-        and MODEL_BACKEND not in backends
-        and CACHED_BACKEND in backends
-    ):
-        data[BACKEND_SESSION_KEY] = CACHED_BACKEND
     return data

@@ -25,6 +25,7 @@ in one (snapshot_fields: no database, no model instance).
 """
 
 import contextvars
+import functools
 import hashlib
 import json
 import logging
@@ -36,9 +37,12 @@ from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, SESSION_KEY, get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.base_user import AbstractBaseUser
+from django.core.signals import setting_changed
 from django.db import DEFAULT_DB_ALIAS, transaction
 from django.db.models.signals import post_delete, post_save
+from django.dispatch import receiver
 from django.http import HttpRequest
+from django.utils.module_loading import import_string
 from pymemcache.exceptions import MemcacheError
 
 from webfarm.core import conf
@@ -177,6 +181,25 @@ class CachedUserBackend(ModelBackend):
         return user if user is not None and self.user_can_authenticate(user) else None
 
 
+@functools.cache
+def is_cached_backend(path: object) -> bool:
+    """Whether a session's backend path names this backend or a subclass
+    (webfarm.limits.backends.ThrottledUserBackend): its users are cached."""
+    if not isinstance(path, str) or path not in settings.AUTHENTICATION_BACKENDS:
+        return False
+    try:
+        backend = import_string(path)
+    except ImportError:
+        return False
+    return isinstance(backend, type) and issubclass(backend, CachedUserBackend)
+
+
+@receiver(setting_changed)
+def _backends_changed(*, setting: str, **kwargs: Any) -> None:
+    if setting == "AUTHENTICATION_BACKENDS":
+        is_cached_backend.cache_clear()
+
+
 def user_with(request: HttpRequest, keys: Iterable[str]) -> tuple[Any, dict[str, bytes] | None]:
     """request.user and the raw values of `keys` (the namespace's keys, as
     for get_client()), read together: the session's round trip, then one for
@@ -185,7 +208,7 @@ def user_with(request: HttpRequest, keys: Iterable[str]) -> tuple[Any, dict[str,
     reads them its own way."""
     keys = list(keys)
     user_id = request.session.get(SESSION_KEY)
-    if user_id is None or request.session.get(BACKEND_SESSION_KEY) != BACKEND or not keys:
+    if user_id is None or not is_cached_backend(request.session.get(BACKEND_SESSION_KEY)) or not keys:
         return request.user, None
     user_key = cache_key(user_id)
     try:

@@ -1,4 +1,4 @@
-from django.apps import AppConfig
+from django.apps import AppConfig, apps
 
 
 class LimitsConfig(AppConfig):
@@ -6,3 +6,13 @@ class LimitsConfig(AppConfig):
     label = "webfarm_limits"
     old_labels = ("limits",)
     verbose_name = "Farm-wide concurrency limits"
+
+    def ready(self) -> None:
+        from webfarm.limits import checks  # noqa: F401 (registers the checks)
+
+        if apps.is_installed("django.contrib.admin"):
+            from django.contrib import admin
+
+            from webfarm.limits.passwords import throttle_admin
+
+            throttle_admin(admin.site)

@@ -227,7 +227,11 @@ class Lanes:
         public_key = None if job is None else store.public_key(job_id, job[1])
         found = get_values([k for k in (copy_key, guessed_key, public_key, record_key) if k is not None])
         data = self._checked(copy_key, found.get(copy_key), sessions.cached_copy)
-        if data is None or data.get(BACKEND_SESSION_KEY) != users.BACKEND or SESSION_KEY not in data:
+        if (
+            data is None
+            or not users.is_cached_backend(data.get(BACKEND_SESSION_KEY))
+            or SESSION_KEY not in data
+        ):
             return None
         user_id = data[SESSION_KEY]
         if user_id == guess:
@@ -316,7 +320,7 @@ def lanes(middleware: Iterable[str]) -> Lanes | None:
         session_and_user == list(SESSION_AND_USER)
         and settings.SESSION_ENGINE == SESSION_ENGINE
         and not settings.SESSION_SAVE_EVERY_REQUEST
-        and users.BACKEND in settings.AUTHENTICATION_BACKENDS
+        and any(users.is_cached_backend(path) for path in settings.AUTHENTICATION_BACKENDS)
     )
     return Lanes(headers, listeners, sessions, common=COMMON in middleware)
 
