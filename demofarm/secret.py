@@ -3,10 +3,12 @@
 DJANGO_SECRET_KEY signs sessions, vote cookies and everything this farm reads
 back from memcached (webfarm.core.seal, queue entries). With the built-in
 development key, or the example environment file's placeholder, anyone could
-forge those; a short one (under MIN_LENGTH characters, or fewer than
-MIN_UNIQUE different ones) or a guessable one (repeats, sequences, keyboard
-rows, words: zxcvbn's estimate of the guesses it takes under
-10**MIN_GUESSES_LOG10) can be guessed. With DEBUG off such a process stops
+forge those, and so with `startproject`'s development key or a near copy of
+a placeholder (a character added, dropped or changed). A short one (under
+MIN_LENGTH characters, or fewer than MIN_UNIQUE different ones), a phrase
+(at least MAX_WORDS_SHARE of it dictionary words) or a guessable one
+(repeats, sequences, keyboard rows, words: zxcvbn's estimate of the guesses
+it takes under 10**MIN_GUESSES_LOG10) can be guessed. With DEBUG off such a process stops
 at once, saying why.
 
 When DJANGO_SECRET_KEY is unset, the settings read this machine's own key
@@ -18,6 +20,7 @@ A key file others may read is made its owner's alone (0600), with a
 warning; one that cannot be is refused with DEBUG off.
 """
 
+import functools
 import ipaddress
 import stat
 import sys
@@ -29,16 +32,41 @@ from zxcvbn import zxcvbn
 
 # The example environment file's value (deploy/webfarm.env.example).
 EXAMPLE_PLACEHOLDER = "change-me-to-50-random-characters"
+# What `startproject` writes: a development key, often committed with the project.
+STARTPROJECT_PREFIX = "django-insecure-"
 # 128 random bits written in hex are 32 characters; Django's own check wants 5 different ones.
 MIN_LENGTH = 32
 MIN_UNIQUE = 5
 # zxcvbn counts a random character as 10 guesses, so it rates 32 random hex
-# digits (128 bits) at 10**27.5 or more; a word, a repeat or a sequence
+# digits (128 bits) at 10**25 or more; a word, a repeat or a sequence
 # padded to 32 characters stays far below (`password` x 4: 10**1.1).
 MIN_GUESSES_LOG10 = 24
+# A key at least this share of which zxcvbn reads as dictionary words (its
+# English words, names, common passwords and the placeholders' pieces) is a
+# phrase: guessed a word at a time, however long. Random keys stay far below
+# (32 hex digits: at most 0.38 in 10,000, token_urlsafe(50): 0.15); the
+# pangram is 0.71, a placeholder with words added 0.88.
+MAX_WORDS_SHARE = 0.5
 # zxcvbn takes at most 72 characters: a longer key is judged by its different
 # pieces of this size (a repeated piece counts once), the first few of them.
 PIECE, PIECES = 64, 4
+# A placeholder's pieces of this length and longer are words zxcvbn knows,
+# so a key made from one by a few edits is rated as those edits.
+PLACEHOLDER_PIECE = 4
+
+
+@functools.cache
+def _placeholder_pieces(*placeholders: str) -> tuple[str, ...]:
+    return tuple(
+        sorted(
+            {
+                text[i:j].lower()
+                for text in placeholders
+                for i in range(len(text))
+                for j in range(i + PLACEHOLDER_PIECE, len(text) + 1)
+            }
+        )
+    )
 
 
 def weakness(key: str) -> str | None:
@@ -47,16 +75,26 @@ def weakness(key: str) -> str | None:
         return "it is not set"
     if key in {settings.DEV_SECRET_KEY, EXAMPLE_PLACEHOLDER}:
         return "it is a placeholder"
+    if key.startswith(STARTPROJECT_PREFIX):
+        return f"it is a development key from `startproject` ({STARTPROJECT_PREFIX}…)"
     if len(key) < MIN_LENGTH:
         return f"it is shorter than {MIN_LENGTH} characters"
     if len(set(key)) < MIN_UNIQUE:
         return f"it has fewer than {MIN_UNIQUE} different characters"
+    known = list(_placeholder_pieces(settings.DEV_SECRET_KEY, EXAMPLE_PLACEHOLDER))
     pieces = list(dict.fromkeys(key[i : i + PIECE] for i in range(0, len(key), PIECE)))[:PIECES]
-    guesses = sum(zxcvbn(piece)["guesses_log10"] for piece in pieces)
+    rated = [zxcvbn(piece, user_inputs=known) for piece in pieces]
+    guesses = sum(r["guesses_log10"] for r in rated)
     if guesses < MIN_GUESSES_LOG10:
         return (
-            f"it is easy to guess (repeats, sequences or words: about 10^{guesses:.0f} guesses, "
-            f"fewer than 10^{MIN_GUESSES_LOG10})"
+            f"it is easy to guess (repeats, sequences, words or a placeholder's pieces: about "
+            f"10^{guesses:.0f} guesses, fewer than 10^{MIN_GUESSES_LOG10})"
+        )
+    words = sum(len(m["token"]) for r in rated for m in r["sequence"] if m["pattern"] == "dictionary")
+    if words >= MAX_WORDS_SHARE * sum(len(piece) for piece in pieces):
+        return (
+            "it is mostly words or a placeholder's pieces (a phrase is guessed a word at a time, "
+            "however long)"
         )
     return None
 

@@ -26,6 +26,51 @@ STRONG = {
 }
 
 
+# The audit's keys that passed the rule above with debug off.
+DEV = "dev-only-insecure-key-change-me-in-production-0123456789"
+NEAR_COPIES = [
+    DEV + "x",  # a character added
+    DEV[:-1],  # one dropped
+    DEV[:20] + DEV[21:],  # one dropped inside
+    DEV.replace("e", "3", 1),  # one changed
+    "change-me-to-50-random-characters-please-now-really",
+]
+PHRASES = [
+    "thequickbrownfoxjumpsoverthelazydog",
+    "correcthorsebatterystaplecorrecthorse",
+    "ThisIsMySuperSecretKeyForTheWebFarm",
+]
+
+
+@pytest.mark.parametrize("key", NEAR_COPIES)
+def test_a_near_copy_of_a_placeholder_is_refused(key):
+    reason = secret.weakness(key) or ""
+    assert "placeholder's pieces" in reason, reason
+
+
+@pytest.mark.parametrize("key", PHRASES)
+def test_a_phrase_of_dictionary_words_is_refused(key):
+    reason = secret.weakness(key) or ""
+    assert "mostly words" in reason or "easy to guess" in reason, reason
+
+
+def test_a_startproject_key_is_refused():
+    from django.core.management.utils import get_random_secret_key
+
+    assert "startproject" in (secret.weakness("django-insecure-" + get_random_secret_key()) or "")
+
+
+def test_random_keys_of_every_kind_pass():
+    """The rule refuses no real random key: the shortest the docs allow
+    (32 hex digits) and the others, 150 of each (10,000 hex keys when the
+    rule was set: the most words any held was 0.38 of it)."""
+    from django.core.management.utils import get_random_secret_key
+
+    makers = [lambda: secrets.token_hex(16), lambda: secrets.token_urlsafe(32), get_random_secret_key]
+    refused = [key for make in makers for key in (make() for _ in range(150)) if secret.weakness(key)]
+    assert refused == []
+
+
 @pytest.mark.parametrize("key", GUESSABLE)
 def test_a_guessable_key_is_refused_and_the_reason_says_why(key):
     assert "easy to guess" in (secret.weakness(key) or "")
