@@ -1,5 +1,6 @@
 """What a memcached server holds, key by key, read with `lru_crawler metadump`."""
 
+import base64
 import socket
 import time
 from collections.abc import Iterator
@@ -95,6 +96,14 @@ def reclaim_expired(address: str) -> None:
     """Have memcached's LRU crawler free expired items now (it does so on its
     own, lazily), so curr_items and bytes count only live ones."""
     command(address, b"lru_crawler crawl all\r\n", b"\r\n")
+
+
+def plant_by_bytes(address: str, key: bytes, value: bytes, ttl: int = 300) -> None:
+    """Write a value under a key of any bytes (control bytes, not UTF-8), as
+    anyone who can reach memcached could, with the meta set's base64 key."""
+    setting = b"ms %s %d b T%d\r\n%s\r\n" % (base64.b64encode(key), len(value), ttl, value)
+    reply = command(address, setting, b"\r\n")
+    assert reply == b"HD\r\n", reply
 
 
 def plant(address: str, key: str, value: bytes, flags: int = 0, ttl: int = 300) -> None:

@@ -8,6 +8,7 @@ import time
 import uuid
 
 import pytest
+from pymemcache.exceptions import MemcacheClientError
 
 from tests.harness import keyspace
 from webfarm.core.client import MetaBatch, build_client
@@ -218,6 +219,36 @@ def test_emptying_a_removed_server_lists_it_again_until_nothing_comes_back(three
     assert quiet.clean and quiet.late == [] and quiet.deleted <= 1  # the straggler's last write, if after
     assert not keyspace.items(three_memcached[2], namespace)
     assert neighbour.get("kept") == b"x"  # another namespace on the server: not the change's
+
+
+# Keys in the farm's namespace no client of the text protocol can name,
+# planted through the meta commands' base64 keys.
+UNNAMEABLE = [b":q:\x01evil", b":job:\xff\xfe", b":a key\twith\r\nbreaks", b":\x00"]
+
+
+def test_keys_no_client_can_name_stop_no_stage_and_are_deleted_with_the_rest(three_memcached):
+    """The attack: one key with control bytes in its name, on the server a
+    shrink removes, crashed the last stage (MemcacheIllegalInputError), and
+    the command run again called the server free. The walk, the tombstones'
+    clearing and the emptying pass over them, and the emptying deletes
+    them: the server holds nothing of the namespace."""
+    namespace = f"pc{uuid.uuid4().hex[:8]}"
+    old, new = build_client(three_memcached, namespace), build_client(three_memcached[:2], namespace)
+    leaving_address = three_memcached[2]
+    for key in UNNAMEABLE:
+        keyspace.plant_by_bytes(leaving_address, namespace.encode() + key, b"planted")
+    for n in range(50):
+        old.set(f"s{n}", b"x", expire=600)
+    migrate(ChangingRing(old, new, Phase.LEAD))
+    clear_tombstones(old)
+    assert {item.key for item in keyspace.items(leaving_address, namespace)}, (
+        "the planted keys are gone already"
+    )
+    leaving = build_client([leaving_address], namespace)
+    emptied = empty(leaving, quiet=0.3, limit=5.0, pause=0.1)
+    assert emptied.clean and emptied.deleted == len(UNNAMEABLE)
+    assert not keyspace.items(leaving_address, namespace)
+    assert all(new.get(f"s{n}") == b"x" for n in range(50))
 
 
 @pytest.mark.parametrize(
@@ -439,3 +470,25 @@ def test_migrate_leaves_the_keys_a_group_keeps_together_where_they_are(rings):
         old.set(key, b"entry " + key.encode(), expire=60)
     migrate(lead)
     assert {key: old.get(key) for key in grouped} == {key: b"entry " + key.encode() for key in grouped}
+
+
+@pytest.mark.parametrize(
+    "failure", [ConnectionRefusedError("refused"), MemcacheClientError("refused a delete")]
+)
+def test_a_removed_server_that_was_not_emptied_is_never_called_free(monkeypatch, failure):
+    """Whether it does not answer or refuses a delete, the change's last
+    step says it was not emptied, and how to empty it, as an error."""
+    from types import SimpleNamespace
+
+    from webfarm.core import poolchange
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise failure
+
+    monkeypatch.setattr(poolchange, "empty", failing)
+    said: list[str] = []
+    row = SimpleNamespace(old="127.0.0.1:9,127.0.0.1:10", new="127.0.0.1:9")
+    with pytest.raises(poolchange.PoolChangeError, match=r"127\.0\.0\.1:10 was not emptied") as raised:
+        poolchange._empty_removed(row, say=said.append)
+    assert "memcached_pool --to 127.0.0.1:9 again" in str(raised.value)
+    assert not any("can be stopped" in line or "nothing left" in line for line in said)

@@ -165,8 +165,14 @@ def _empty_removed(row: PoolChange, *, say: Say) -> None:
     try:
         emptied = empty(leaving, quiet=dwell(), limit=10 * dwell())
     except (MemcacheError, OSError) as exc:
-        say(f"{','.join(removed)} does not answer ({exc}): nothing left to empty")
-        return
+        # Never called free: a server that did not answer may come back with
+        # the farm's keys, and one that refused a delete still holds them.
+        raise PoolChangeError(
+            f"{','.join(removed)} was not emptied ({type(exc).__name__}: {exc}). The farm no longer "
+            f"uses it, but it may hold the farm's keys: run memcached_pool --to {row.new} again once "
+            "it answers, or restart it (memcached keeps nothing across a restart) before any farm "
+            "uses it again"
+        ) from exc
     finally:
         leaving.close()
     if emptied.late:

@@ -42,6 +42,7 @@ the end of the key's life on its old server until the key is deleted
 (a delete deletes it on both servers).
 """
 
+import base64
 import socket
 import time
 from collections.abc import Iterable, Iterator
@@ -424,21 +425,30 @@ def empty(ring: StableHashClient, *, quiet: float = 3.0, limit: float = 30.0, pa
     uses the server, or the network delivered a write late (a host cut off
     meanwhile, its path healed)."""
     emptied = Emptied()
+    namespace = ring.default_kwargs.get("key_prefix", b"")
     began = last_found = time.monotonic()
     first = True
     while True:
         by_node: dict[str, list[str]] = {}
-        for node, key, _ in namespace_keys(ring):
-            by_node.setdefault(node, []).append(key)
+        unaddressable: dict[str, list[bytes]] = {}
+        for node, full, _ in namespace_items(ring):
+            key = addressable(full[len(namespace) :])
+            if key is None:
+                unaddressable.setdefault(node, []).append(full)
+            else:
+                by_node.setdefault(node, []).append(key)
         now = time.monotonic()
-        if by_node:
+        if by_node or unaddressable:
             last_found = now
             if not first:
                 emptied.late += sorted(key for keys in by_node.values() for key in keys)
+                emptied.late += sorted(repr(full) for keys in unaddressable.values() for full in keys)
             for node, keys in by_node.items():
                 for start in range(0, len(keys), 500):
                     ring.clients[node].delete_many(keys[start : start + 500], noreply=False)
-            emptied.deleted += sum(map(len, by_node.values()))
+            for node, fulls in unaddressable.items():
+                delete_by_bytes(server_address(ring.clients[node].server), fulls)
+            emptied.deleted += sum(map(len, by_node.values())) + sum(map(len, unaddressable.values()))
         elif now - last_found >= quiet:
             emptied.clean = True
             return emptied
@@ -453,17 +463,55 @@ def namespace_keys(
 ) -> Iterator[tuple[str, str, int]]:
     """(server, key without the namespace, expiry as Unix time or -1) of
     every item of the ring's namespace on each of its servers (on `on`
-    alone, if given), whose key starts with `start` (or one of them)."""
+    alone, if given), whose key starts with `start` (or one of them). Keys
+    no client can name (control bytes, not UTF-8: planted through a binary
+    command) are not the farm's and are left out: empty() deletes them."""
+    cut = len(ring.default_kwargs.get("key_prefix", b""))
+    for node, full, expires in namespace_items(ring, start, on=on):
+        key = addressable(full[cut:])
+        if key is not None:
+            yield node, key, expires
+
+
+def namespace_items(
+    ring: StableHashClient, start: str | tuple[str, ...] = "", *, on: str | None = None
+) -> Iterator[tuple[str, bytes, int]]:
+    """(server, whole key as bytes, expiry) of every item of the ring's
+    namespace, as the server lists it, whatever bytes its key holds."""
     namespace = ring.default_kwargs.get("key_prefix", b"")
     starts = (start,) if isinstance(start, str) else start
     prefix = tuple(namespace + s.encode() for s in starts)
-    cut = len(namespace)
     for node, client in ring.clients.items():
         if on is not None and node != on:
             continue
         for full, expires in _listing(server_address(client.server)):
             if full.startswith(prefix):
-                yield node, full[cut:].decode(errors="replace"), expires
+                yield node, full, expires
+
+
+def addressable(key: bytes) -> str | None:
+    """The key as the farm's clients name it, or None for one they cannot
+    (anything but printable ASCII: the farm writes no other key)."""
+    return key.decode() if key and all(0x21 <= byte <= 0x7E for byte in key) else None
+
+
+def delete_by_bytes(address: str, keys: list[bytes]) -> None:
+    """Delete keys whatever bytes they hold: the meta delete with the key in
+    base64 (`md <key> b q`), then a no-op to read the errors up to. Raises
+    MemcacheClientError on a refusal."""
+    host, _, port = address.rpartition(":")
+    with socket.create_connection((host.strip("[]"), int(port)), timeout=30) as sock:
+        commands = b"".join(b"md %s b q\r\n" % base64.b64encode(key) for key in keys)
+        sock.sendall(commands + b"mn\r\n")
+        replies = b""
+        while not replies.endswith(b"MN\r\n"):
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                raise MemcacheClientError(f"{address}: closed before deleting {len(keys)} keys")
+            replies += chunk
+        refused = [line for line in replies.split(b"\r\n") if line and line not in (b"MN", b"NF")]
+        if refused:
+            raise MemcacheClientError(f"{address}: refused a delete: {refused[0].decode(errors='replace')}")
 
 
 def _listing(address: str) -> Iterator[tuple[bytes, int]]:
