@@ -3,7 +3,7 @@ receipt the delivery issued."""
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from webfarm.core.client import delete_quietly_line, set_line
 from webfarm.core.tampering import refused
@@ -22,6 +22,9 @@ from webfarm.queues.layout import (
 from webfarm.queues.producing import Producer
 
 logger = logging.getLogger(__name__)
+
+# Told of the body a reject keeps again (its size, and whether as a dead letter).
+Admit = Callable[[int, bool], None]
 
 # A CAS changed by memcached moving the entry, then changed again meanwhile.
 ACK_ATTEMPTS = 3
@@ -180,10 +183,12 @@ class Finisher:
                 keys.append(self.layout.key(gen, "c", i))
             self.layout.client.touch_many(keys, int(seconds))
 
-    def reject(self, receipt: str) -> int | None:
+    def reject(self, receipt: str, *, admit: Admit | None = None) -> int | None:
         """Put the message back at the tail, marked redelivered; returns its new
         index, or None if it went to the dead letters (rejected once too
-        often) or was already finished. ClaimLost if another consumer holds it."""
+        often) or was already finished. ClaimLost if another consumer holds it.
+        `admit(body_size, dead)` is told first of the memory the message will
+        take again (a cap's count: it may refuse, and the claim then stays)."""
         parsed = self.checked_receipt(receipt)
         gen, i = parsed[:2]
         with memcached_errors():
@@ -200,9 +205,13 @@ class Finisher:
                 return None
             redeliveries = entry.redeliveries + 1
             if redeliveries >= self.layout.max_deliveries and not self.layout.dead:
+                if admit is not None:
+                    admit(len(entry.body), True)
                 reason = f"rejected or redelivered {redeliveries} times"
                 self.bury_entries(gen, [(i, receipt, entry.enqueued_at, entry.body, redeliveries, reason)])
                 return None
+            if admit is not None:
+                admit(len(entry.body), False)
             (index,) = self.producer.put_many([entry.body], redeliveries=redeliveries)
             self.finish(mine)
             return index

@@ -193,6 +193,36 @@ def admit(queue: Queue, body_size: int) -> None:
         raise QueueUnavailable(f"memcached unreachable: {exc}") from exc
 
 
+# What a dead letter adds to its message's body: the letter's JSON fields.
+DEAD_LETTER_FIELDS = 256
+
+
+def reject(queue: Queue, receipt: str) -> int | None:
+    """Queue.reject through the front: the message's re-put is admitted as a
+    put is (QueueAtCapacity past a cap: the claim stays, and the message
+    comes back when it lapses), and a dead letter's memory is counted (it
+    is kept whatever the caps say). Without this a consumer rejecting in a
+    loop filled memcached past the cap with copies the count never saw."""
+
+    def admitted(body_size: int, dead: bool) -> None:
+        if dead:
+            _charge(queue, queue.layout.message_memory(body_size + DEAD_LETTER_FIELDS))
+        else:
+            admit(queue, body_size)
+
+    return queue.reject(receipt, admit=admitted)
+
+
+def _charge(queue: Queue, size: int) -> None:
+    """Count `size` more bytes for the queue and the front, whatever the caps."""
+    try:
+        for client, key in ((_client(queue), _bytes_key(queue.name)), (_front_client(), FRONT_BYTES)):
+            with contextlib.suppress(MemcacheClientError):  # not a number: the next recount sets it
+                client.incr(key, size, noreply=True)
+    except (MemcacheError, OSError) as exc:
+        raise QueueUnavailable(f"memcached unreachable: {exc}") from exc
+
+
 def _take(client: Any, key: str, size: int, cap: int, recount: Callable[[], int]) -> tuple[bool, bool]:
     """Count `size` more under `key` unless that passes `cap`: (taken, recounted)."""
     try:

@@ -69,6 +69,7 @@ from webfarm.queues.conf import get_config
 from webfarm.queues.consuming import Consumer
 from webfarm.queues.entries import parse_receipt
 from webfarm.queues.exceptions import QueueGone
+from webfarm.queues.finishing import Admit
 from webfarm.queues.layout import STATS, DeadLetter, Layout, Message
 from webfarm.queues.looking import Inspector
 from webfarm.queues.producing import Producer
@@ -202,8 +203,8 @@ class Queue:
         lost = leftover.consumer.finisher.ack_many(theirs) if theirs else []
         return lost + self.consumer.finisher.ack_many(ours)
 
-    def reject(self, receipt: str) -> int | None:
-        return self._issuer(receipt).consumer.finisher.reject(receipt)
+    def reject(self, receipt: str, *, admit: Admit | None = None) -> int | None:
+        return self._issuer(receipt).consumer.finisher.reject(receipt, admit=admit)
 
     def extend(self, receipts: Sequence[str], seconds: int | None = None) -> None:
         leftover = self._leftover()

@@ -153,7 +153,7 @@ def ack(request: HttpRequest, name: str) -> HttpResponse:
 @_queue_errors
 def reject(request: HttpRequest, name: str) -> HttpResponse:
     receipt = _receipt(request)
-    index = _queue(name).reject(receipt)
+    index = front.reject(_queue(name), receipt)
     # None: rejected once too often, it went to the dead letters (or was finished already).
     return JsonResponse({"queue": name, "index": index, "dead_letter": index is None})
 
