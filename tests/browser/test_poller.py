@@ -90,3 +90,38 @@ def test_backs_off_without_etag_speeds_up_on_change_honours_retry_after_and_stop
     ended = len(polls)
     page.wait_for_timeout(1500)  # a running poller would have polled by now (idleMax 0.8 s)
     assert len(polls) == ended
+
+
+def test_one_request_at_a_time_and_an_answer_to_a_left_url_is_dropped(page: Page):
+    """The attack: with a slow poll in flight, a tab shown again started a
+    second beside it, and an answer to the URL the page had left (nginx's,
+    unchecked) was acted on after the page moved to Django's. Now a poll
+    asked for meanwhile follows the one in flight, and a late answer to a
+    URL left behind is never shown."""
+    held: list[Route] = []
+    page.route("http://poller.test/doc", lambda route: held.append(route))
+    page.route(
+        "http://poller.test/checked",
+        lambda route: route.fulfill(
+            status=200,
+            content_type="application/json",
+            body=json.dumps({"state": "running", "updated_at": "checked"}),
+        ),
+    )
+    page.route("http://poller.test/", lambda route: route.fulfill(content_type="text/html", body=PAGE))
+    page.goto("http://poller.test/")
+    _until(page, lambda: len(held) == 1, timeout=10, what="the first poll")
+    for _ in range(3):  # the tab shown again, three times, while the poll is on its way
+        page.evaluate("document.dispatchEvent(new Event('visibilitychange'))")
+    page.evaluate("poller.resume(0)")
+    page.wait_for_timeout(500)  # a second request would have started at once
+    assert len(held) == 1, f"{len(held)} requests at once"
+    # The page moves to the checked URL; the slow answer then arrives, planted.
+    page.evaluate("poller.setUrl('/checked'); poller.resume(0)")
+    held[0].fulfill(
+        status=200,
+        content_type="application/json",
+        body=json.dumps({"state": "lost", "updated_at": "planted"}),
+    )
+    _until(page, lambda: "progress checked" in page.evaluate("events"), timeout=10, what="the checked answer")
+    assert page.evaluate("events") == ["progress checked"]

@@ -19,6 +19,12 @@
  * same `updated_at` and state as last time (for text: the same text).
  * Exponential back-off with jitter on errors, Retry-After honoured, paused
  * while the tab is hidden.
+ *
+ * One request at a time: a poll asked for while one is on its way (a tab
+ * shown again, resume()) follows it instead of running beside it. An answer
+ * that arrives after setUrl() or stop() is dropped: it answers a question
+ * the page no longer asks, and acting on it would let a slow answer from the
+ * unchecked URL (nginx's, from memcached) pass for the checked one's.
  */
 (function () {
   "use strict";
@@ -53,6 +59,9 @@
     this.errors = 0;
     this.timer = null;
     this.stopped = false;
+    this.busy = false;      // a request is on its way
+    this.pending = null;    // the delay of a poll asked for meanwhile
+    this.generation = 0;    // bumped by setUrl() and stop(): older answers are dropped
     all.push(this);
   }
 
@@ -60,14 +69,24 @@
     clearTimeout(this.timer);
     if (this.stopped) return;
     if (document.hidden) { this.timer = null; return; }  // resumed on visibilitychange
+    if (this.busy) { this.pending = ms; this.timer = null; return; }  // after the answer
     this.timer = setTimeout(this.poll.bind(this), ms);
   };
 
-  Poller.prototype.stop = function () { this.stopped = true; clearTimeout(this.timer); };
+  Poller.prototype.stop = function () {
+    this.stopped = true;
+    this.generation += 1;
+    clearTimeout(this.timer);
+  };
 
   Poller.prototype.resume = function (ms) { this.stopped = false; this.schedule(ms || 0); };
 
-  Poller.prototype.setUrl = function (url) { this.url = url; this.etag = null; this.seen = null; };
+  Poller.prototype.setUrl = function (url) {
+    this.url = url;
+    this.etag = null;
+    this.seen = null;
+    this.generation += 1;
+  };
 
   Poller.prototype.unchanged = function () {
     this.errors = 0;
@@ -78,10 +97,22 @@
 
   Poller.prototype.poll = function () {
     var self = this;
+    if (self.busy) return;
+    self.busy = true;
+    self.pending = null;
+    var generation = self.generation;
+    function current() { return generation === self.generation; }
+    function done() {
+      self.busy = false;
+      var ms = self.pending;
+      self.pending = null;
+      if (ms !== null) self.schedule(ms);
+    }
     var headers = { Accept: self.as === "json" ? "application/json" : "text/html" };
     if (self.etag) headers["If-None-Match"] = self.etag;
     fetch(self.url, { headers: headers, cache: "no-store", credentials: "same-origin" })
       .then(function (response) {
+        if (!current()) return;
         if (response.status === 304) return self.unchanged();
         if (response.status === 401 || response.status === 403 || response.status === 404) {
           self.stop();
@@ -94,6 +125,7 @@
         }
         var etag = response.headers.get("ETag");
         return (self.as === "json" ? response.json() : response.text()).then(function (data) {
+          if (!current()) return;
           data = self.check(data);
           if (data === null) throw new Error("not a document of this page");
           self.etag = etag;
@@ -112,12 +144,14 @@
         });
       })
       .catch(function (err) {
+        if (!current()) return;
         self.errors += 1;
         var wait = Math.min(self.minDelay * Math.pow(2, self.errors), self.errorMax);
         if (err && err.retryAfter > 0) wait = Math.max(wait, err.retryAfter * 1000);
         self.onRetry(wait, err);
         self.schedule(jitter(wait));
-      });
+      })
+      .then(done, done);
   };
 
   document.addEventListener("visibilitychange", function () {
