@@ -3,6 +3,7 @@ real web node, on SQLite and on PostgreSQL: a 4xx with a message (or the
 page a stranger gets), never a 500. PostgreSQL refuses what SQLite lets by
 (a NUL byte in a text value), so both run."""
 
+import http.client
 import os
 import uuid
 from collections.abc import Iterator
@@ -126,3 +127,27 @@ def test_a_nul_in_a_download_name_is_a_404(node):
     for name in ("%00", "a%00b.csv", "top-customers.csv%00.png"):
         response = alice.get(f"/jobs/{job}/files/{name}")
         assert response.status_code == 404, (name, response.status_code)
+
+
+@pytest.mark.parametrize("path", ["/accounts/login/", "/queues/etl/", "/no/such/page/"])
+def test_a_body_the_site_refuses_unread_leaves_the_connection_usable(node, path):
+    """The attack: a 200 KB POST refused without being read (CSRF, a missing
+    token, an unknown URL) was answered with keep-alive, then gunicorn,
+    which reads at most 64 KB of an unread body, closed the connection.
+    nginx keeps connections to the nodes open and sent another person's POST
+    on it: a 502. The node now reads such a body to its end before it
+    answers, so the same connection serves the next request."""
+    host, port = node[0].removeprefix("http://").rsplit(":", 1)
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        connection.request(
+            "POST", path, body=b"x" * 200_000, headers={"Content-Type": "application/octet-stream"}
+        )
+        refused = connection.getresponse()
+        refused.read()
+        assert 400 <= refused.status < 500 and not refused.will_close, (refused.status, refused.getheaders())
+        connection.request("GET", "/accounts/login/")
+        answered = connection.getresponse()
+        assert answered.status == 200 and b"csrfmiddlewaretoken" in answered.read()
+    finally:
+        connection.close()

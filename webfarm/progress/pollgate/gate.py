@@ -28,6 +28,35 @@ MAX_POLL_PATH = 200
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
+# A request body Django did not read (a POST refused for CSRF, a token
+# missing, a 405) is read to its end before the answer goes, up to this many
+# bytes (more than nginx's client_max_body_size in deploy/nginx). gunicorn
+# reads at most 64 KB of it after answering and otherwise closes the
+# connection it has just answered with keep-alive: nginx, which keeps
+# connections to the nodes open, may send another person's POST on it in
+# the meantime, and answers that POST 502 (it never resends a POST).
+DRAIN_AT_MOST = 8 * 1024 * 1024
+
+
+def answered_and_drained(
+    app: WSGIApp, environ: dict[str, Any], start_response: Callable[..., Any]
+) -> Iterable[bytes]:
+    answer = app(environ, start_response)
+    stream = environ.get("wsgi.input")
+    if stream is None or not (environ.get("CONTENT_LENGTH") or environ.get("HTTP_TRANSFER_ENCODING")):
+        return answer
+    left = DRAIN_AT_MOST
+    try:
+        while left > 0:
+            chunk = stream.read(min(64 * 1024, left))
+            if not chunk:
+                break
+            left -= len(chunk)
+    except (OSError, ValueError) as exc:  # the client went away: the server closes anyway
+        logger.debug("request body not drained: %s", exc)
+    return answer
+
+
 class PollGate:
     def __init__(self, app: WSGIApp) -> None:
         self.app = app
@@ -40,7 +69,9 @@ class PollGate:
         path = environ.get("PATH_INFO", "")
         # Ids and tokens are ASCII: a path that is not is no poll of ours (and
         # the server's raw path, bytes as latin-1, is not the one Django resolves).
-        if environ.get("REQUEST_METHOD") != "GET" or len(path) > MAX_POLL_PATH or not path.isascii():
+        if environ.get("REQUEST_METHOD") != "GET":
+            return answered_and_drained(self.app, environ, start_response)
+        if len(path) > MAX_POLL_PATH or not path.isascii():
             return self.app(environ, start_response)
         poll = _poll_view(path)
         chain = self._chain if self._built else self._build()
