@@ -8,6 +8,7 @@ import json
 import os
 import secrets
 import signal
+import socket
 import threading
 import uuid
 from collections import Counter
@@ -500,3 +501,53 @@ def _raw_stats(address: str) -> dict:
         return raw.stats()
     finally:
         raw.close()
+
+
+def test_nginx_writes_no_token_in_its_access_log_whatever_the_url_form(tmp_path):
+    """The attack: nginx's log format hid the token only in the canonical
+    request line; the no-slash form, `/progress//<job>/<token>/` (which the
+    fast path answers 200), `…/<token>;x/`, an escaped slash and an
+    absolute-form request line wrote it out. Each is sent as a raw request
+    line; the log has each request, and no token."""
+    job, token = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
+    with processes.stopped_after() as started:
+        mc, address = processes.memcached(tmp_path)
+        started.append(mc)
+        dead_web = f"http://127.0.0.1:{processes.free_port()}"
+        balancer, url = processes.nginx(
+            tmp_path, web=[dead_web], memcached=[address], namespace="logforms", access_log=True
+        )
+        started.append(balancer)
+        client = build_client([address], "logforms")
+        client.set(public_key(job, token), json.dumps({"job": job}).encode())
+        client.close()
+        port = int(url.rsplit(":", 1)[1])
+        targets = [
+            f"/progress/{job}/{token}",
+            f"/progress//{job}/{token}/",
+            f"//progress/{job}/{token}/",
+            f"/progress/{job}/{token};x/",
+            f"/progress/{job}/{token}/cancel/",
+            f"/progress/{job}%2F{token}/",
+            f"http://127.0.0.1:{port}/progress/{job}/{token}/",
+            f"/?next=/progress/{job}/{token}/",
+        ]
+        statuses = []
+        for target in targets:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+                sock.sendall(
+                    f"GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode()
+                )
+                reply = b""
+                while chunk := sock.recv(65536):
+                    reply += chunk
+                statuses.append(int(reply.split(b" ", 2)[1]))
+        assert statuses[1] == 200, statuses  # the merged slashes: answered from memcached
+        log_file = tmp_path / f"nginx-{port}-access.log"
+        log = processes.wait_for(
+            lambda: (text := log_file.read_text()).count("\n") >= len(targets) and text,
+            timeout=10,
+            what="every request in nginx's log",
+        )
+    assert token not in log, log
+    assert log.count("<token>") >= len(targets), log

@@ -14,6 +14,7 @@ installs the apps logs no token without a line of configuration.
 
 import logging
 import re
+from urllib.parse import unquote
 
 from django.http import HttpRequest
 
@@ -46,6 +47,9 @@ def hide_in_logs(*, argument: str, pattern: str) -> None:
 
 
 def loggable_path(request: HttpRequest) -> str:
+    """The request's path with its secrets hidden: the route's secret
+    arguments where a route was resolved, and whatever the apps' patterns
+    find in any path (one no route answered: no slash at its end, `//`)."""
     path = request.path
     match = getattr(request, "resolver_match", None)
     if match is not None:
@@ -53,7 +57,7 @@ def loggable_path(request: HttpRequest) -> str:
             value = str(match.kwargs[name])
             if value:
                 path = path.replace(f"/{value}/", f"/{HIDDEN}/").replace(f"/{value}", f"/{HIDDEN}")
-    return path[:MAX_PATH]
+    return hide_tokens(path)[:MAX_PATH]
 
 
 def _hidden_secret(found: re.Match[str]) -> str:
@@ -63,10 +67,15 @@ def _hidden_secret(found: re.Match[str]) -> str:
 
 
 def hide_tokens(path: str) -> str:
-    """`path` (or a request line) with every secret an app named replaced by HIDDEN."""
+    """`path` (or a request line) with every secret an app named replaced by
+    HIDDEN. A line with percent-escapes is read decoded, as the server and
+    Django decode the path (`%2F` is a slash to them): where that hides a
+    secret, the decoded line is what is written."""
+    decoded = unquote(path) if "%" in path else path
+    hidden = decoded
     for pattern in _secret_paths:
-        path = pattern.sub(_hidden_secret, path)
-    return path
+        hidden = pattern.sub(_hidden_secret, hidden)
+    return hidden if hidden != decoded else path
 
 
 class HideSecrets(logging.Filter):

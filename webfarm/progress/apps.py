@@ -17,7 +17,13 @@ class ProgressConfig(AppConfig):
 
         # The read token of webfarm.progress.urls' by_token route is a bearer secret:
         # a job id's segment, then the token's.
-        hide_in_logs(argument="token", pattern=rf"/{ID_PATTERN}/(?P<secret>{ID_PATTERN})(?=[/?#\s]|$)")
+        # A job id, separators, then the read token: every form the router or
+        # nginx's fast path answers or refuses (no slash after it, `//`,
+        # `;x`, more path after it; percent-escapes are decoded first).
+        hide_in_logs(
+            argument="token",
+            pattern=rf"(?<![A-Za-z0-9_-]){ID_PATTERN}[^A-Za-z0-9_\s-]+(?P<secret>{ID_PATTERN})(?![A-Za-z0-9_-])",
+        )
 
         # Every app's job types (`<app>/jobs.py`), on web nodes and workers alike.
         autodiscover_modules("jobs")
