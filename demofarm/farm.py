@@ -18,10 +18,12 @@ the environment, for a balancer on another machine (docs/farm.md).
 
 import argparse
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
@@ -40,6 +42,46 @@ MEMCACHED_PORTS = (11311, 11312)
 WEB_PORT_BASE = 8101
 
 
+@dataclass(frozen=True)
+class Served:
+    """What Django serves: the hosts (ALLOWED_HOSTS) and the user agents it
+    refuses (DISALLOWED_USER_AGENTS: pattern, ignoring case), so that
+    nginx's fast path answers no request Django would refuse."""
+
+    hosts: tuple[str, ...] = ("*",)
+    refused_agents: tuple[tuple[str, bool], ...] = ()
+
+    @classmethod
+    def from_settings(cls) -> "Served":
+        """As the site's settings have them (DJANGO_SETTINGS_MODULE, else the demo's)."""
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demofarm.settings")
+        from django.conf import settings
+
+        hosts = list(settings.ALLOWED_HOSTS)
+        if not hosts and settings.DEBUG:  # what Django allows then
+            hosts = [".localhost", "127.0.0.1", "[::1]"]
+        agents = [
+            (pattern.pattern, bool(pattern.flags & re.IGNORECASE))
+            for pattern in settings.DISALLOWED_USER_AGENTS
+        ]
+        return cls(tuple(hosts), tuple(agents))
+
+    def host_rules(self) -> str:
+        if "*" in self.hosts:
+            return "    default 0;"
+        return "\n".join(["    default 1;", *(f"    {_quoted(host.lower())} 0;" for host in self.hosts)])
+
+    def agent_rules(self) -> str:
+        return "\n".join(
+            f"    {_quoted(('~*' if ignore_case else '~') + pattern)} 1;"
+            for pattern, ignore_case in self.refused_agents
+        )
+
+
+def _quoted(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def render_nginx(
     *,
     listen: str,
@@ -50,12 +92,18 @@ def render_nginx(
     static_root: Path = ROOT / "staticfiles",
     access_log: str = "off",
     workers: int = 2,
+    served: Served | None = None,
 ) -> Path:
     """Write webfarm.conf and a whole nginx.conf around it into run_dir;
     returns the nginx.conf to start nginx with."""
     run_dir.mkdir(parents=True, exist_ok=True)
     site = site_config(
-        listen=listen, web=web, memcached=memcached, namespace=namespace, static_root=static_root
+        listen=listen,
+        web=web,
+        memcached=memcached,
+        namespace=namespace,
+        static_root=static_root,
+        served=served or Served.from_settings(),
     )
     (run_dir / "webfarm.conf").write_text(site)
     main = _fill(
@@ -81,10 +129,12 @@ def _fill(template: str, **values: object) -> str:
 
 
 def site_config(
-    *, listen: str, web: list[str], memcached: list[str], namespace: str, static_root: Path
+    *, listen: str, web: list[str], memcached: list[str], namespace: str, static_root: Path, served: Served
 ) -> str:
     return _fill(
         "webfarm.conf.template",
+        HOST_RULES=served.host_rules(),
+        AGENT_RULES=served.agent_rules(),
         LISTEN=listen,
         WEB_SERVERS="\n".join(f"    server {node} max_fails=1 fail_timeout=5s;" for node in web),
         MEMCACHED_SERVERS="\n".join(
@@ -202,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
                 memcached=env_list("MEMCACHED_SERVERS", "127.0.0.1:11211"),
                 namespace=env_str("MEMCACHED_NAMESPACE", "webfarm"),
                 static_root=Path(env_str("STATIC_ROOT", str(ROOT / "staticfiles"))),
+                served=Served.from_settings(),
             )
         )
         return 0

@@ -69,6 +69,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "demofarm.csp.ContentSecurityPolicyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -80,6 +81,13 @@ MIDDLEWARE = [
     # Tasks a view enqueues (django.tasks) belong to its signed-in user.
     "webfarm.djangotasks.owners.TaskOwnerMiddleware",
 ]
+
+# Every page's scripts, styles, images and requests come from the site itself
+# (demofarm/csp.py): nothing inline, nothing evaluated, no other origin.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'"
+)
 
 # Django's Tasks API (django.tasks) runs tasks as jobs on the Celery workers.
 TASKS = {"default": {"BACKEND": "webfarm.djangotasks.backend.CeleryBackend"}}

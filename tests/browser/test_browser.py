@@ -34,11 +34,23 @@ def browser() -> Iterator[Browser]:
         browser.close()
 
 
+# Every report of the pages' Content-Security-Policy, kept on the page
+# (injected by the browser's tools, which the policy does not govern).
+REPORT_CSP = """
+  window.__csp = [];
+  document.addEventListener("securitypolicyviolation", function (e) {
+    window.__csp.push(e.violatedDirective + " " + e.blockedURI + " " + (e.sample || ""));
+  });
+"""
+
+
 @pytest.fixture
 def page(browser: Browser, farm) -> Iterator[Page]:
     context = browser.new_context(base_url=farm.node_a, accept_downloads=True)
+    context.add_init_script(REPORT_CSP)
     page = context.new_page()
     yield page
+    assert page.evaluate("window.__csp") == [], "the page broke its Content-Security-Policy"
     context.close()
 
 
@@ -352,7 +364,9 @@ NOT_FOR_PEOPLE = re.compile(r"\{#|\{%|\{\{|#\}|%\}|\}\}|\bNone\b|\bundefined\b|\
 
 def _looks_right(page: Page, name: str) -> None:
     """The page's text has nothing of the machinery in it, axe-core finds no
-    serious or critical problem, and its screenshot is in SHOTS."""
+    serious or critical problem, it kept its Content-Security-Policy (no
+    report), and its screenshot is in SHOTS."""
+    assert page.evaluate("window.__csp") == [], (name, page.evaluate("window.__csp"))
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=SHOTS / f"{name}.png", full_page=True)
     text = page.locator("body").inner_text()
@@ -382,6 +396,7 @@ def test_every_page_reads_right_and_passes_axe_for_visitors_users_and_staff(brow
 
     def visitor(username: str | None) -> Page:
         context = browser.new_context(base_url=farm.node_a, viewport={"width": 1200, "height": 900})
+        context.add_init_script(REPORT_CSP)
         page = context.new_page()
         if username:
             page.goto("/accounts/login/")
@@ -446,6 +461,20 @@ def test_every_page_reads_right_and_passes_axe_for_visitors_users_and_staff(brow
     staff.goto("/admin/dashboard/")
     expect(staff.get_by_role("heading", name="Running jobs")).to_be_visible()
     _looks_right(staff, "dashboard")
+    # The admin's own pages, and the password forms, keep the policy too.
+    for name, path in [
+        ("admin", "/admin/"),
+        ("admin-users", "/admin/auth/user/"),
+        ("admin-user-add", "/admin/auth/user/add/"),
+        ("admin-password-change", "/admin/password_change/"),
+        ("password-change", "/accounts/password_change/"),
+    ]:
+        answer = staff.goto(path)
+        assert answer.status == 200, path
+        assert "script-src 'self'" in answer.headers["content-security-policy"], path
+        assert staff.evaluate("window.__csp") == [], (name, staff.evaluate("window.__csp"))
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        staff.screenshot(path=SHOTS / f"{name}.png", full_page=True)
     for page in (anonymous, user, staff):
         page.context.close()
 

@@ -13,6 +13,7 @@ import threading
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -503,24 +504,35 @@ def _raw_stats(address: str) -> dict:
         raw.close()
 
 
-def test_nginx_writes_no_token_in_its_access_log_whatever_the_url_form(tmp_path):
-    """The attack: nginx's log format hid the token only in the canonical
-    request line; the no-slash form, `/progress//<job>/<token>/` (which the
-    fast path answers 200), `…/<token>;x/`, an escaped slash and an
-    absolute-form request line wrote it out. Each is sent as a raw request
-    line; the log has each request, and no token."""
+@contextmanager
+def _balancer_with_a_document(
+    tmp_path: Path, namespace: str, **nginx: object
+) -> Iterator[tuple[str, str, str]]:
+    """nginx in front of a web node that is down (a request handed to Django
+    is a 502), reading one memcached that holds a published document: (the
+    balancer's URL, the job, its token)."""
     job, token = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
     with processes.stopped_after() as started:
         mc, address = processes.memcached(tmp_path)
         started.append(mc)
         dead_web = f"http://127.0.0.1:{processes.free_port()}"
         balancer, url = processes.nginx(
-            tmp_path, web=[dead_web], memcached=[address], namespace="logforms", access_log=True
+            tmp_path, web=[dead_web], memcached=[address], namespace=namespace, **nginx
         )
         started.append(balancer)
-        client = build_client([address], "logforms")
+        client = build_client([address], namespace)
         client.set(public_key(job, token), json.dumps({"job": job}).encode())
         client.close()
+        yield url, job, token
+
+
+def test_nginx_writes_no_token_in_its_access_log_whatever_the_url_form(tmp_path):
+    """The attack: nginx's log format hid the token only in the canonical
+    request line; the no-slash form, `/progress//<job>/<token>/` (which the
+    fast path answers 200), `…/<token>;x/`, an escaped slash and an
+    absolute-form request line wrote it out. Each is sent as a raw request
+    line; the log has each request, and no token."""
+    with _balancer_with_a_document(tmp_path, "logforms", access_log=True) as (url, job, token):
         port = int(url.rsplit(":", 1)[1])
         targets = [
             f"/progress/{job}/{token}",
@@ -551,3 +563,31 @@ def test_nginx_writes_no_token_in_its_access_log_whatever_the_url_form(tmp_path)
         )
     assert token not in log, log
     assert log.count("<token>") >= len(targets), log
+
+
+def test_the_fast_path_answers_only_hosts_and_agents_django_serves(tmp_path):
+    """The attack: a token poll with `Host: evil.example`, or from a user
+    agent the site refuses, got 200 from memcached, where Django answers 400
+    and 403. Such a poll now goes to Django (here a node that is down: 502),
+    whichever host spelling or agent pattern; the others still take the fast
+    path."""
+    with _balancer_with_a_document(
+        tmp_path,
+        "served",
+        hosts=("127.0.0.1", ".farm.example"),
+        refused_agents=(("BadBot", False), (r"crawl(er)?\.v\d", True)),
+    ) as (url, job, token):
+        path = f"{url}/progress/{job}/{token}/"
+
+        def source(**headers: str) -> tuple[int, str | None]:
+            answer = requests.get(path, headers=headers, timeout=10)
+            return answer.status_code, answer.headers.get(FAST)
+
+        assert source() == (200, "memcached")
+        assert source(Host="farm.example") == (200, "memcached")
+        assert source(Host="nodes.FARM.example:8080") == (200, "memcached")
+        for host in ("evil.example", "farm.example.evil", "127.0.0.2"):
+            assert source(Host=host) == (502, None), host
+        for agent in ("Mozilla/5.0 BadBot/2.1", "CRAWLER.V2 (+https://example)"):
+            assert source(**{"User-Agent": agent}) == (502, None), agent
+        assert source(**{"User-Agent": "Mozilla/5.0 badbot"}) == (200, "memcached")  # case counts there

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import requests
 
-from demofarm.farm import nginx_argv, render_nginx
+from demofarm.farm import Served, nginx_argv, render_nginx
 from tests.harness import deployment, hosts, processes
 from tests.harness.web import DEMO_PASSWORD
 
@@ -152,4 +152,6 @@ def render_balancer(farm: HostFarm, memcached: tuple[str, ...], run_dir: Path | 
         memcached=[f"{farm.address(h)}:{MEMCACHED_PORT}" for h in memcached],
         namespace="webfarm",
         run_dir=run_dir or farm.dir / "nginx",
+        # As the nodes' DJANGO_ALLOWED_HOSTS.
+        served=Served(hosts=tuple(farm.address(h) for h in ("balancer", "web1", "web2"))),
     )

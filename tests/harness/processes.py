@@ -408,10 +408,19 @@ def celery_beat(
 
 
 def nginx(
-    log_dir: Path, *, web: list[str], memcached: list[str], namespace: str, access_log: bool = False
+    log_dir: Path,
+    *,
+    web: list[str],
+    memcached: list[str],
+    namespace: str,
+    access_log: bool = False,
+    hosts: tuple[str, ...] = ("127.0.0.1", "localhost", "[::1]"),
+    refused_agents: tuple[tuple[str, bool], ...] = (),
 ) -> tuple[Process, str]:
-    """The farm's nginx (deploy/nginx) on a free port, in front of `web`."""
-    from demofarm.farm import nginx_argv, render_nginx
+    """The farm's nginx (deploy/nginx) on a free port, in front of `web`,
+    its fast path serving `hosts` (the demo's ALLOWED_HOSTS, as the farms'
+    nodes have it) and refusing `refused_agents` (pattern, ignoring case)."""
+    from demofarm.farm import Served, nginx_argv, render_nginx
 
     port = free_port()
     conf = render_nginx(
@@ -421,6 +430,7 @@ def nginx(
         namespace=namespace,
         run_dir=log_dir / f"nginx-{port}",
         access_log=str(log_dir / f"nginx-{port}-access.log") if access_log else "off",
+        served=Served(hosts=hosts, refused_agents=refused_agents),
     )
     process = Process(f"nginx-{port}", nginx_argv(conf), log_dir=log_dir).start()
     base = f"http://127.0.0.1:{port}"
