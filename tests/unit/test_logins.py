@@ -188,3 +188,12 @@ def test_a_project_whose_backend_is_not_throttled_hears_so(settings):
     assert "webfarm.limits.backends.ThrottledUserBackend" in warning.hint
     with pytest.raises(SystemCheckError, match=r"webfarm_limits\.W001"):
         call_command("check", "--fail-level", "WARNING", "--tag", "security")
+
+
+def test_a_project_without_trusted_proxies_logs_in(alice, settings):
+    """TRUSTED_PROXIES is the demo's setting: a project that never heard of
+    it counts its logins by REMOTE_ADDR (the installed site's test found a
+    500 at the first login)."""
+    del settings.TRUSTED_PROXIES
+    assert _login(Client(), "alice", "wrong").status_code == 200
+    assert _login(Client(), "alice", "right-password").status_code == 302

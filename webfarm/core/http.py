@@ -68,10 +68,11 @@ def client_address(request: HttpRequest) -> str | None:
     """The client's address. Behind a balancer listed in TRUSTED_PROXIES it is
     the last address in X-Forwarded-For: the one the balancer itself added
     (nginx's $proxy_add_x_forwarded_for). Earlier entries come from the
-    client and are not believed; nor is the header from anyone else."""
+    client and are not believed; nor is the header from anyone else. A
+    project that sets no TRUSTED_PROXIES trusts no balancer."""
     remote = request.META.get("REMOTE_ADDR") or None
     forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
-    if remote not in settings.TRUSTED_PROXIES or not forwarded:
+    if remote not in getattr(settings, "TRUSTED_PROXIES", ()) or not forwarded:
         return remote
     last = forwarded.rsplit(",", 1)[-1].strip()
     try:
