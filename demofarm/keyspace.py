@@ -8,6 +8,7 @@ mixed traffic and fails on a key that fits no family here, or that lives
 longer than its family allows; docs/memcached.md is this table for people.
 """
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -223,6 +224,15 @@ FAMILIES: tuple[Family, ...] = (
         "rewritten every beat; kept a day so the dashboard can say when a worker went quiet",
         writer="sealed: a planted worker is not shown",
         refused_as="workers",
+    ),
+    Family(
+        "a worker's live processes",
+        re.compile(r"alive:[0-9a-f]{24}"),
+        lambda: math.ceil(lost_after()),
+        "rewritten every half heartbeat by the worker's main process, deleted when the process "
+        "dies or stops: the reaper tells a slow job from a dead one by it",
+        writer="sealed: a planted one keeps no job from being lost; a replayed one, not past its time limit",
+        refused_as="alive",
     ),
     Family(
         "worker registry",

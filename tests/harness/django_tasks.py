@@ -2,6 +2,7 @@
 tests/farm/test_django_tasks.py: the workers import them by path, from the
 job's row, when they run one."""
 
+import ctypes
 import time
 
 from webfarm.djangotasks.compat import task
@@ -41,3 +42,12 @@ def divide(a: int, b: int) -> float:
 @task
 async def add_later(a: int, b: int) -> int:
     return a + b
+
+
+@task
+def hold_the_gil(seconds: int) -> str:
+    """Sleeps in a C call that keeps the GIL (ctypes.PyDLL does not let it
+    go): no other thread of its process runs meanwhile, its heartbeat's
+    neither, as in a long sort or a library's native code."""
+    ctypes.PyDLL(None).sleep(seconds)
+    return "held"

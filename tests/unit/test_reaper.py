@@ -1,6 +1,9 @@
 """Jobs whose worker died: lost after the heartbeat's silence, run again once."""
 
 import json
+import os
+import signal
+import subprocess
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -11,7 +14,7 @@ from demofarm.reports.registry import get_report
 from tests.harness.processes import free_port, wait_for
 from webfarm.core import slots
 from webfarm.core.client import get_client
-from webfarm.progress import selectors, services, store
+from webfarm.progress import liveness, selectors, services, store
 from webfarm.progress.exceptions import JobNotRunnable
 from webfarm.progress.launching.admission import start_job
 from webfarm.progress.launching.reaper import reap
@@ -239,3 +242,82 @@ def test_an_end_memcached_missed_is_written_there_once_it_answers(alice, setting
     assert json.loads(store.read_public(job.id, shown.read_token))["state"] == "failed"  # nginx serves it
     assert not Job.objects.get(pk=job.id).end_unpublished
     assert job.id not in reap_lost_jobs()  # written once
+
+
+@pytest.fixture
+def child():
+    """A process of this one's, as a worker's pool child is its main process's."""
+    process = subprocess.Popen(["sleep", "60"])
+    yield process
+    process.kill()
+    process.wait()
+
+
+def test_a_silent_job_whose_process_lives_is_waited_for(alice, child):
+    """Its heartbeat thread is silent (starved of CPU, or a C call holds the
+    GIL), but the worker's main process says the process lives: not lost.
+    Once that process stops or dies, the job is lost at the next pass."""
+    job = _running(alice)
+    Job.objects.filter(pk=job.id).update(worker=f"celery@box#{child.pid}")
+    beacon = liveness.Beacon("celery@box")
+    beacon.beat()
+    assert reap() == []
+    assert Job.objects.get(pk=job.id).state == "running"
+    os.kill(child.pid, signal.SIGSTOP)  # paused past the bound: taken for lost
+    try:
+        beacon.beat()
+        assert reap() == [job.id]
+    finally:
+        os.kill(child.pid, signal.SIGCONT)
+
+
+def test_a_job_past_its_time_limit_is_lost_though_its_process_lives(alice, child):
+    """Celery kills a task at its hard time limit: a job still claimed by a
+    live process after that (a liveness key replayed, a worker's bug) is lost."""
+    job = _running(alice, silent_for=3 * 3600)
+    Job.objects.filter(pk=job.id).update(worker=f"celery@box#{child.pid}")
+    liveness.Beacon("celery@box").beat()
+    assert reap() == [job.id]
+
+
+def test_a_worker_lists_its_running_children_only(child):
+    assert child.pid in liveness.running_processes(os.getpid())
+    os.kill(child.pid, signal.SIGSTOP)
+    try:
+        wait_for(lambda: child.pid not in liveness.running_processes(os.getpid()), timeout=5, what="stopped")
+    finally:
+        os.kill(child.pid, signal.SIGCONT)
+    child.kill()
+    child.wait()
+    assert child.pid not in liveness.running_processes(os.getpid())
+
+
+def test_a_planted_liveness_key_keeps_no_job_from_being_lost(alice, child):
+    job = _running(alice)
+    worker = f"celery@box#{child.pid}"
+    Job.objects.filter(pk=job.id).update(worker=worker)
+    get_client().set(liveness.alive_key(worker), b"1", expire=60)
+    assert liveness.alive([worker]) == set()
+    assert reap() == [job.id]
+
+
+def test_a_silent_part_whose_process_lives_is_waited_for(alice, child):
+    """The same for a part of a split job: its process lives, so the part is
+    not sent again; once the process is gone, it is."""
+    from webfarm.progress.models import JobPart
+    from webfarm.progress.parts.running import begin_part
+
+    job = start_job(user=alice, job_type=get_report("sales-by-region"), params=PARAMS)
+    begin_part(job, 0, worker=f"celery@box#{child.pid}")
+    long_ago = datetime.now(UTC) - timedelta(seconds=60)
+    Job.objects.filter(pk=job.id).update(started_at=long_ago)
+    JobPart.objects.filter(job=job, index=0).update(started_at=long_ago, beat_at=long_ago)
+    beacon = liveness.Beacon("celery@box")
+    beacon.beat()
+    assert reap_lost_jobs() == []
+    assert JobPart.objects.get(job=job, index=0).state == "running"
+    child.kill()
+    child.wait()
+    beacon.beat()  # its next beat unlists the process
+    assert reap_lost_jobs() == [job.id]
+    assert JobPart.objects.get(job=job, index=0).attempt == 2

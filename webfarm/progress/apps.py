@@ -13,11 +13,11 @@ class ProgressConfig(AppConfig):
     verbose_name = "Job progress over memcached"
 
     def ready(self) -> None:
-        from webfarm.progress import checks, conf  # noqa: F401  (registers checks and signal receivers)
+        # Registers checks and signal receivers (liveness: a worker's main process).
+        from webfarm.progress import checks, conf, liveness  # noqa: F401
 
-        # The read token of webfarm.progress.urls' by_token route is a bearer secret:
-        # a job id's segment, then the token's.
-        # A job id, separators, then the read token: every form the router or
+        # The read token of webfarm.progress.urls' by_token route is a bearer
+        # secret. A job id, separators, then the read token: every form the router or
         # nginx's fast path answers or refuses (no slash after it, `//`,
         # `;x`, more path after it; percent-escapes are decoded first).
         hide_in_logs(

@@ -5,6 +5,7 @@ what sends them needs nothing of what runs them.
 """
 
 import logging
+from datetime import datetime
 from typing import Any
 
 from celery import current_app
@@ -109,6 +110,15 @@ def task_options(job_type: JobTypeBase) -> dict[str, Any]:
     if job_type.queue:
         options["queue"] = job_type.queue
     return options
+
+
+def past_hard_limit(kind: str, started: datetime | None, *, now: float, slack: float) -> bool:
+    """Whether a run of a job of `kind` begun at `started` is past the time
+    Celery kills its task (its hard time limit), `slack` seconds more: no
+    live process may claim it longer, whatever memcached says."""
+    job_type = get_job_type(kind)
+    limit = job_type.time_limit_seconds() if job_type is not None else JobTypeBase.time_limit
+    return started is None or now - started.timestamp() > limit + HARD_LIMIT_GRACE + slack
 
 
 def installed_type(job: Job) -> JobTypeBase:

@@ -32,13 +32,14 @@ from datetime import UTC, datetime, timedelta
 from pymemcache.exceptions import MemcacheError
 
 from webfarm.core.client import get_client
-from webfarm.progress import store
+from webfarm.progress import liveness, store
 from webfarm.progress.conf import get_config, lost_after
 from webfarm.progress.exceptions import ProgressUnavailable
 from webfarm.progress.models import Job
 from webfarm.progress.parts.reaper import PartSender, reap_parts
 from webfarm.progress.rebuilt import record_from_job
 from webfarm.progress.records import JobRecord
+from webfarm.progress.sending import past_hard_limit
 from webfarm.progress.services import finish_lost, finish_never_started
 from webfarm.progress.states import State
 
@@ -65,6 +66,7 @@ def reap(
     try:
         records = store.read_many([job.id for job in suspects])
         missing_since = _missing_since([job.id for job in suspects if job.id not in records], now)
+        living = liveness.alive(job.worker for job in suspects)
     except (ProgressUnavailable, MemcacheError, OSError) as exc:
         logger.info("reaper waits: memcached unreachable (%s)", exc)
         return []
@@ -86,6 +88,10 @@ def reap(
                 continue
             record = JobRecord(job=job.id, owner=job.owner_id or 0, kind=job.kind, title=job.title)
         elif record.is_final or now - (record.heartbeat_at or record.updated_at) < silence:
+            continue
+        if job.worker in living and not past_hard_limit(job.kind, job.started_at, now=now, slack=silence):
+            # Slow, not dead: starved of CPU, or in a C call that holds the GIL.
+            logger.info("job %s: silent, but its process %s lives: waited for", job.id, job.worker)
             continue
         if finish_lost(job, record, silent_for=silence, on_lost=on_lost):
             lost.append(job.id)

@@ -25,14 +25,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from django.db.models import F
+from pymemcache.exceptions import MemcacheError
 
-from webfarm.progress import store
+from webfarm.progress import liveness, store
 from webfarm.progress.conf import get_config
 from webfarm.progress.countdown import claim_merge, stop_parts
 from webfarm.progress.exceptions import ProgressUnavailable
 from webfarm.progress.models import Job, JobPart
 from webfarm.progress.rebuilt import record_from_job
 from webfarm.progress.records import JobRecord
+from webfarm.progress.sending import past_hard_limit
 from webfarm.progress.services import finish_lost
 from webfarm.progress.states import State
 
@@ -60,12 +62,27 @@ def reap_parts(job: Job, record: JobRecord | None, *, now: float, silence: float
         return _merge_again(job, now=now, send=send, forgotten=record is None)
     entries = record.parts if record is not None else []
     running = [row for row in rows if row.state == State.RUNNING]
-    for row in running:
-        if now - _last_beat(row, entries) >= silence:
-            return _part_lost(job, row, record, silence=silence, send=send)
+    silent = [row for row in running if now - _last_beat(row, entries) >= silence]
+    living = _living([row.worker for row in silent])
+    for row in silent:
+        if row.worker in living and not past_hard_limit(job.kind, row.started_at, now=now, slack=silence):
+            # Slow, not dead (webfarm.progress.liveness).
+            logger.info(
+                "job %s: part %s silent, but its process %s lives: waited for", job.id, row.index, row.worker
+            )
+            continue
+        return _part_lost(job, row, record, silence=silence, send=send)
     if not running and any(row.state == State.QUEUED for row in rows):
         return _queued_again(job, record, now=now, send=send)
     return False
+
+
+def _living(workers: list[str]) -> set[str]:
+    try:
+        return liveness.alive(workers)
+    except (MemcacheError, OSError) as exc:  # judged by their beats alone, as before
+        logger.info("parts' liveness not read: %s", exc)
+        return set()
 
 
 def _when(moment: datetime | None) -> float:
