@@ -14,10 +14,14 @@ from collections.abc import Callable
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 
+# The answers a browser renders as a page, whose scripts and styles would run.
+DOCUMENTS = ("text/html", "application/xhtml+xml", "image/svg+xml")
+
 
 class ContentSecurityPolicyMiddleware:
-    # A poll's answer is JSON, which no browser renders as a page: the poll
-    # gate may leave this out (webfarm.progress.pollgate).
+    # A poll's answer is JSON (or a 304), which no browser renders as a page:
+    # only documents carry the policy, so the poll gate, which answers polls
+    # before the middleware, and nginx's fast path answer as Django does.
     poll_skippable = True
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
@@ -25,6 +29,6 @@ class ContentSecurityPolicyMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        if settings.CONTENT_SECURITY_POLICY:
+        if settings.CONTENT_SECURITY_POLICY and response.get("Content-Type", "").startswith(DOCUMENTS):
             response.headers.setdefault("Content-Security-Policy", settings.CONTENT_SECURITY_POLICY)
         return response
