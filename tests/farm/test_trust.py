@@ -29,8 +29,9 @@ TOKEN = "trust-api-token"
 ALL_DATES = {"date_from": "2024-01-01", "date_to": "2025-12-31", "top": "5", "region": ""}
 # Checked families whose planted values nothing in this test reads: a cancel flag is read by a
 # job that runs (tests/unit/test_services.py plants one), counters and worker heartbeats only through
-# their registries, which are planted too here (refused as "list").
-NOT_READ_HERE = {"cancel", "counter", "workers"}
+# their registries, which are planted too here (refused as "list"), a process's liveness only for a
+# job gone silent (tests/unit/test_reaper.py plants one).
+NOT_READ_HERE = {"cancel", "counter", "workers", "alive"}
 # The address whose password resets are counted under a planted key.
 RESET_EMAIL = "nobody@example.com"
 
