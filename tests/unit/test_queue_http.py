@@ -3,6 +3,7 @@ status code."""
 
 import json
 import re
+import time
 from urllib.parse import quote, unquote
 
 import pytest
@@ -410,3 +411,40 @@ def test_rejects_are_counted_against_the_cap_and_lose_nothing(client, settings):
     letters = client.get("/queues/rj/dead-letters", **AUTH).json()
     assert len(delivered) + letters["dead_letters"] == len(accepted)
     assert delivered <= accepted
+
+
+def test_indexes_a_producer_dropped_unwritten_are_not_counted_as_messages(client, settings, monkeypatch):
+    """The interleaving a loaded machine hit: a producer reserved a block,
+    paused past HOLE_WAIT / 2, dropped the rest of it unwritten and took a
+    new index; the front, between two recounts, counted the dropped index as
+    a message and refused a put with "holds 4 messages" where 3 were stored.
+    Forced here with a fake clock for the producer and a count just made."""
+    from webfarm.queues import front, producing
+    from webfarm.queues.queue import Queue
+
+    class Clock:
+        now = 1000.0
+
+        @classmethod
+        def monotonic(cls) -> float:
+            return cls.now
+
+        time = staticmethod(time.time)
+
+    monkeypatch.setattr(producing, "time", Clock)
+    settings.QUEUES = {**settings.QUEUES, "HTTP_MAX_MESSAGES": 4, "HOLE_WAIT": 2.0}
+    front._recounted.clear()
+    front._message_counts.clear()
+    assert _post(client, "/queues/paused/", b"1").status_code == 201  # index 1
+    queue = Queue("http.paused")
+    front._message_counts[queue.name] = (queue.layout.generation(), 1, 1)  # counted a moment ago
+    front._recounted[f"{queue.name}:messages"] = time.monotonic()
+    Clock.now += 0.001  # putting fast: a block of two is reserved, index 3 kept for later
+    assert _post(client, "/queues/paused/", b"2").status_code == 201
+    Clock.now += 5  # paused past HOLE_WAIT / 2: index 3 is dropped unwritten
+    assert _post(client, "/queues/paused/", b"3").status_code == 201
+    stats = client.get("/queues/paused/stats", **AUTH).json()
+    assert stats["tail"] - stats["floor"] + 1 == 4 and stats["in"] == 3  # a hole among them
+    fourth = _post(client, "/queues/paused/", b"4")
+    assert fourth.status_code == 201, fourth.json()
+    assert _post(client, "/queues/paused/", b"5").status_code == 507  # four held: the cap

@@ -250,8 +250,8 @@ def _held_messages(queue: Queue, stats: dict[str, int], cap: int) -> int:
     taken since counting as a message), because a producer that pauses
     leaves the rest of its reserved block as holes until consumers pass them."""
     floor, tail, gen = stats["floor"], stats["tail"], queue.layout.generation()
-    # This process's own reserved indexes are known to hold nothing yet.
-    own = queue.producer.unwritten(gen)
+    # This process's own reserved indexes, written not yet or never, hold nothing.
+    own = [i for i in queue.producer.unwritten(gen) if floor <= i <= tail]
     held = max(tail - floor + 1 - len(own), 0) + stats["dead_letters"]
     if held < cap:
         return held

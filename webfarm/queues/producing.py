@@ -25,6 +25,9 @@ from webfarm.queues.layout import (
     memcached_errors,
 )
 
+# The reserved indexes a producer remembers giving up: a few blocks' worth.
+DROPPED_KEPT = 4 * MAX_BLOCK
+
 
 class Producer:
     """A queue's producer part: takes indexes and writes entries."""
@@ -32,6 +35,8 @@ class Producer:
     def __init__(self, layout: Layout) -> None:
         self.layout = layout
         self._reserve: deque[int] = deque()  # indexes taken from the tail, not yet written
+        # Reserved indexes given up unwritten (they are holes now): (generation, index).
+        self._dropped: deque[tuple[str, int]] = deque(maxlen=DROPPED_KEPT)
         self._reserve_gen: str | None = None
         self._reserved_at = 0.0
         self._block = 1
@@ -204,8 +209,11 @@ class Producer:
         return reserved
 
     def unwritten(self, gen: str) -> list[int]:
-        """The indexes this producer reserved in `gen` and has not written yet."""
-        return list(self._reserve) if self._reserve_gen == gen else []
+        """The indexes this producer reserved in `gen` and has not written:
+        those it still may, and those it gave up (holes, until consumers
+        pass them)."""
+        dropped = [i for g, i in self._dropped if g == gen]
+        return (list(self._reserve) if self._reserve_gen == gen else []) + dropped
 
     def _take_indexes(self, gen: str, count: int) -> list[int] | None:
         """`count` indexes for new entries: from this producer's reserve, else
@@ -216,6 +224,8 @@ class Producer:
         fast = now - self._last_put < BURST_GAP
         self._last_put = now
         if self._reserve_gen != gen or now - self._reserved_at > self.layout.hole_wait / 2:
+            if self._reserve_gen is not None:
+                self._dropped.extend((self._reserve_gen, i) for i in self._reserve)
             self._reserve.clear()
         if len(self._reserve) < count:
             self._block = min(self._block * 2, MAX_BLOCK) if fast else 1
