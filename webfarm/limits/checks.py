@@ -6,6 +6,8 @@ from django.conf import settings
 from django.core import checks
 from django.utils.module_loading import import_string
 
+from webfarm.limits.backends import LoginThrottleMixin
+
 THROTTLED = "webfarm.limits.backends.ThrottledUserBackend"
 
 
@@ -13,8 +15,6 @@ THROTTLED = "webfarm.limits.backends.ThrottledUserBackend"
 def check_login_throttle(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """A backend that checks passwords without the throttle lets a guesser
     try as many as the site can hash."""
-    from webfarm.limits.backends import LoginThrottleMixin
-
     found = []
     for path in settings.AUTHENTICATION_BACKENDS:
         try:

@@ -112,9 +112,13 @@ def refusal_of(request: HttpRequest | None) -> Refusal | None:
     return found if isinstance(found, Refusal) else None
 
 
-def refused_answer(response: HttpResponse, refusal: Refusal) -> HttpResponse:
-    response.status_code = 429
-    response["Retry-After"] = str(refusal.wait)
+def answered(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+    """A page's answer to `request`: 429 with Retry-After where one of its
+    tries was refused (reserve)."""
+    refusal = refusal_of(request)
+    if refusal is not None:
+        response.status_code = 429
+        response["Retry-After"] = str(refusal.wait)
     return response
 
 
@@ -142,6 +146,4 @@ class ThrottledLoginView(LoginView):
     authentication_form = ThrottledAuthenticationForm
 
     def form_invalid(self, form: Any) -> HttpResponse:
-        response = super().form_invalid(form)
-        refusal = refusal_of(self.request)
-        return refused_answer(response, refusal) if refusal is not None else response
+        return answered(self.request, super().form_invalid(form))

@@ -22,7 +22,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.functional import LazyObject, empty
 
-from webfarm.limits.logins import Refusal, ThrottledAuthenticationForm, refusal_of, refused_answer, reserve
+from webfarm.limits.logins import Refusal, ThrottledAuthenticationForm, answered, reserve
 
 
 class ThrottledPasswordChangeForm(PasswordChangeForm):
@@ -31,13 +31,11 @@ class ThrottledPasswordChangeForm(PasswordChangeForm):
     def __init__(self, user: Any, *args: Any, request: HttpRequest | None = None, **kwargs: Any) -> None:
         super().__init__(user, *args, **kwargs)
         self.request = request
-        self.refusal: Refusal | None = None
 
     def clean_old_password(self) -> str:
         old_password = self.cleaned_data["old_password"]
         tried = reserve(self.request, self.user.get_username())
-        if isinstance(tried, Refusal):
-            self.refusal = tried
+        if isinstance(tried, Refusal):  # left on the request for the page too
             raise ValidationError(tried.message, code="throttled")
         if not self.user.check_password(old_password):
             raise ValidationError(self.error_messages["password_incorrect"], code="password_incorrect")
@@ -62,9 +60,7 @@ class ThrottledPasswordChangeView(PasswordChangeView):
         return {**super().get_form_kwargs(), "request": self.request}
 
     def form_invalid(self, form: Any) -> HttpResponse:
-        response = super().form_invalid(form)
-        refusal = getattr(form, "refusal", None)
-        return refused_answer(response, refusal) if refusal is not None else response
+        return answered(self.request, super().form_invalid(form))
 
 
 def _admin_password_change(site: AdminSite, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
@@ -83,9 +79,7 @@ def _admin_password_change(site: AdminSite, request: HttpRequest, extra_context:
 @login_not_required
 def _admin_login(site: AdminSite, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
     """AdminSite.login, answering 429 for a try the backend refused."""
-    response = AdminSite.login(site, request, extra_context)
-    refusal = refusal_of(request)
-    return refused_answer(response, refusal) if refusal is not None else response
+    return answered(request, AdminSite.login(site, request, extra_context))
 
 
 def throttle_admin(site: AdminSite) -> None:
