@@ -9,12 +9,16 @@ to its user, and would run it a second time beside the first.
 So the main process of each Celery worker, which runs no job, says every
 half heartbeat which of its processes live: its pool's children (and
 itself, for a pool that runs jobs in it) that exist and are not stopped,
-each under `alive:<digest of host#pid>` (sealed, for lost_after() seconds).
-The reaper takes a silent job for lost only when its process is not listed
-there: dead (killed, out of memory), stopped (SIGSTOP, a debugger) or on a
-machine that stopped answering, for lost_after() seconds. A process that
-lives but says nothing is waited for until its time limit, which Celery
-enforces by killing it; then it is no longer listed.
+each under `alive:<digest of host#pid>` (sealed). The reaper takes a silent
+job for lost only when its process is not listed there: dead (killed, out of
+memory) or stopped (SIGSTOP, a debugger), which the next beat says at once,
+or on a worker whose main process stopped saying anything, once its keys
+lapse. A process that lives but says nothing is waited for until its time
+limit, which Celery enforces by killing it; then it is no longer listed.
+
+The keys live lost_after() and a second: memcached counts whole seconds, so
+an item may lapse up to one early, and a beacon must be let stay silent as
+long as a job's heartbeat may be before its processes count as gone.
 
 A solo or threads pool runs its jobs in the main process: a C call that holds
 the GIL silences this thread too, and such a job is taken for lost as before.
@@ -58,6 +62,12 @@ def alive(workers: Iterable[str]) -> set[str]:
     return {worker for key, worker in keys.items() if unseal("alive", key, found.get(key)) == b"1"}
 
 
+def lifetime() -> int:
+    """Seconds an `alive:` key lives: lost_after(), and one more, as
+    memcached may drop an item up to a second early."""
+    return math.ceil(lost_after()) + 1
+
+
 def running_processes(parent: int) -> list[int]:
     """`parent` and those of its children that run (exist and are not
     stopped), from /proc; `parent` alone where there is no /proc."""
@@ -86,6 +96,7 @@ class Beacon:
     def __init__(self, hostname: str) -> None:
         self.hostname = hostname
         self._listed: set[str] = set()  # the keys the last beat wrote
+        self._failing = False  # the last beat could not write: said once, not every beat
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="liveness", daemon=True)
 
@@ -98,7 +109,7 @@ class Beacon:
         self._thread.join(timeout=5)
 
     def beat(self) -> None:
-        ttl = max(1, math.ceil(lost_after()))
+        ttl = lifetime()
         values = {}
         for pid in running_processes(os.getpid()):
             key = alive_key(f"{self.hostname}#{pid}")
@@ -113,8 +124,14 @@ class Beacon:
                 client.delete_many(list(gone))
             self._listed = set(values)
         except (MemcacheError, OSError) as exc:
-            # Unsaid, the jobs are judged by their heartbeats alone, as before.
-            logger.debug("liveness not written: %s", exc)
+            # Unsaid past the keys' lifetime, the jobs are judged by their heartbeats alone.
+            if not self._failing:
+                logger.warning("liveness of %s not written (said again each beat): %s", self.hostname, exc)
+            self._failing = True
+        else:
+            if self._failing:
+                logger.info("liveness of %s written again", self.hostname)
+            self._failing = False
 
     def _run(self) -> None:
         while not self._stop.wait(get_config()["HEARTBEAT_INTERVAL"] / 2):

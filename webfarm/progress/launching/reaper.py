@@ -93,6 +93,12 @@ def reap(
             # Slow, not dead: starved of CPU, or in a C call that holds the GIL.
             logger.info("job %s: silent, but its process %s lives: waited for", job.id, job.worker)
             continue
+        logger.info(
+            "job %s: silent, and its process %s %s",
+            job.id,
+            job.worker or "(none named)",
+            "is past its time limit" if job.worker in living else "is not listed as living",
+        )
         if finish_lost(job, record, silent_for=silence, on_lost=on_lost):
             lost.append(job.id)
     return lost
