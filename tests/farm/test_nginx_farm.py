@@ -374,7 +374,11 @@ def _logged_in_page(browser, farm: NginxFarm, username: str):
     page.goto("/accounts/login/")
     page.get_by_label("Username").fill(username)
     page.get_by_label("Password").fill(DEMO_PASSWORD)
-    page.get_by_role("button", name="Log in").click()
+    with page.expect_response(lambda r: r.request.method == "POST") as posted:
+        page.get_by_role("button", name="Log in").click()
+    answer = posted.value
+    # Django answers a good login with a redirect; anything else is the finding.
+    assert answer.status == 302, (answer.status, answer.headers, page.content()[:2000])
     page.wait_for_url(lambda url: "/accounts/login/" not in url)
     return page
 

@@ -1,6 +1,6 @@
-"""A day's traffic in two minutes: memcached memory comes back to where it was.
+"""A day's traffic in a minute: memcached memory comes back to where it was.
 
-50,000 requests of mixed kinds (poll pages and results, 404s, votes from new
+20,000 requests of mixed kinds (poll pages and results, 404s, votes from new
 anonymous voters, logins, report starts, progress polls) through a real web
 node, worker and beat on a memcached run with -M. The farm runs with short
 lifetimes (seconds, set below) so that what expires does so within the
@@ -33,7 +33,7 @@ from tests.harness.soak import (
 pytestmark = pytest.mark.farm
 
 
-@pytest.mark.timeout(900)  # 50,000 requests, then the drains and lifetimes; settle() has its own deadlines
+@pytest.mark.timeout(900)  # 20,000 requests, then the drains and lifetimes; settle() has its own deadlines
 def test_a_days_traffic_leaves_memcached_as_it_found_it(tmp_path):
     with processes.stopped_after() as started:
         address, env, base_url = soak_farm(tmp_path, started)

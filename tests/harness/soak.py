@@ -11,7 +11,7 @@ from tests.harness import keyspace, processes
 from tests.harness.processes import wait_for
 from tests.harness.web import WebClient
 
-TOTAL = int(os.environ.get("SOAK_TOTAL", "50000"))
+TOTAL = int(os.environ.get("SOAK_TOTAL", "20000"))
 THREADS = 2
 CONNECTIONS = 16
 SHORT = 5  # seconds: the farm's short lifetimes for this test
