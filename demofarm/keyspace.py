@@ -272,7 +272,7 @@ FAMILIES: tuple[Family, ...] = (
         "queue horizon",
         re.compile(rf"{QUEUE}:{GEN}:scan"),
         lambda: 3600,
-        "one per queue, rewritten at every recovery scan",
+        "one per queue: the last two heads a recovery scan saw, rewritten as the newer ages",
         writer="make the recovery scan look again from the floor",
     ),
     Family(

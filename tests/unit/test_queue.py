@@ -423,6 +423,61 @@ def test_one_recovery_scan_marks_a_whole_run_of_abandoned_indexes(fast):
     wait_for(past_the_run, timeout=5, what="the floor past the run")
 
 
+def test_every_claim_past_the_horizon_redelivers_not_one_per_hole_wait(settings):
+    """A worker died holding ten claims. A consumer that claims one at a time
+    (the broker's, kombu prefetching for it) gets one on every claim once
+    the horizon is past them: the pass that renews the horizon leaves the
+    next ones one to judge by. (With one sighting kept, only the pass that
+    found it aged redelivered: one message per HOLE_WAIT, farm-wide.)"""
+    settings.QUEUES = {**settings.QUEUES, "HOLE_WAIT": 3.0, "RECOVER_INTERVAL": 0.0, "VISIBILITY_TIMEOUT": 1}
+    Queue("abandoned").put_many([b"%d" % i for i in range(10)])
+    assert len(Queue("abandoned").claim_many(10)) == 10  # then its worker died
+    consumer = Queue("abandoned")
+    consumer.prefetch = 1
+    first = wait_for(consumer.claim, timeout=15, interval=0.05, what="the first redelivery")
+    rest = [consumer.claim() for _ in range(9)]  # well within HOLE_WAIT
+    assert all(m is not None and m.redelivered for m in [first, *rest]), rest
+    assert sorted(m.body for m in [first, *rest]) == sorted(b"%d" % i for i in range(10))
+
+
+def test_a_planted_horizon_is_refused_and_recovery_goes_on(fast, settings):
+    """A scan key planted with a time to come (or not a number) would never
+    age: it is refused and replaced, and what lost its claim is delivered."""
+    queue = Queue("planted-scan")
+    queue.put(b"lost claim")
+    assert queue.claim() is not None  # its consumer died
+    gen = queue.layout.generation()
+    for planted in (b"99:9999999999.000", b"99:nan", b"x:y"):
+        queue.client.set(queue.layout.key(gen, "scan"), planted)
+        again = wait_for(Queue("planted-scan").claim, timeout=10, interval=0.05, what="the redelivery")
+        assert again.body == b"lost claim" and again.redelivered, planted
+        Queue("planted-scan").release([again])
+
+
+def test_indexes_taken_when_their_claims_failed_come_at_the_next_claim(fast, monkeypatch):
+    """memcached full (-M) between the two trips of a claim: the head moved,
+    the claims were not written. The indexes stay the consumer's; its next
+    claim takes them, not a recovery scan after the horizon passes them."""
+    from pymemcache.exceptions import MemcacheServerError
+
+    from webfarm.queues.exceptions import QueueFull
+
+    Queue("burnt").put_many([b"a", b"b"])
+    queue = Queue("burnt")
+    consumer = queue.consumer
+    deliver = consumer._deliver_claimed if queue.layout.speaks_meta else consumer._deliver
+
+    def full_once(*args, **kwargs):
+        monkeypatch.undo()
+        raise MemcacheServerError(b"out of memory storing object")
+
+    monkeypatch.setattr(consumer, deliver.__name__, full_once)
+    with pytest.raises(QueueFull):
+        queue.claim_many(2)
+    assert queue.stats()["head"] == 2  # taken, not delivered
+    assert [m.body for m in queue.claim_many(2)] == [b"a", b"b"]
+
+
 @pytest.mark.parametrize("first", ["late", "early"])
 @pytest.mark.parametrize("damage", ["evicted", "overwritten", "replaced"])
 def test_everyone_follows_when_the_generation_key_changes_under_them(fast, damage, first):

@@ -133,9 +133,16 @@ class Consumer:
         if last is None:
             self.layout.counters_lost(gen)
             return []
-        # On a busy queue we took without looking; an index past the tail is
-        # then held (in _missing) for the next producer, like any unwritten one.
-        messages = self._deliver(gen, range(last - n + 1, last + 1), recovering=False)
+        taken = range(last - n + 1, last + 1)
+        # Ours from the moment the head moved: should their delivery fail
+        # (memcached full or gone between the two trips), the next claim
+        # takes them again (_take_missing), not a recovery scan a
+        # visibility timeout later. On a busy queue we took without
+        # looking; an index past the tail is held there too, for its producer.
+        now = time.monotonic()
+        for i in taken:
+            self._missing.setdefault(i, now)
+        messages = self._deliver(gen, taken, recovering=False)
         self._busy = self._busy and len(messages) == n
         return messages
 

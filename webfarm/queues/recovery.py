@@ -2,6 +2,7 @@
 claim, mark holes, move the floor and delete the acked entries it passes."""
 
 import logging
+import math
 import time
 from collections.abc import Callable
 
@@ -17,6 +18,9 @@ from webfarm.queues.layout import (
 )
 
 logger = logging.getLogger(__name__)
+
+# Seconds a sighting may lie ahead of this clock: the farm's clocks differ a little.
+CLOCK_SLACK = 5
 
 
 # What the scan calls its consumer back with: deliver(gen, indexes, recovering=)
@@ -176,16 +180,37 @@ class RecoveryScan:
         at or below it, an unclaimed entry was abandoned and an empty index can
         be marked a hole. Kept in memcached so a consumer that lives for one
         call (a periodic drain) judges as well as one that lives for days.
+
+        Two sightings are kept, the last and the one before it: the pass that
+        replaces an aged sighting still has the one before as a horizon, and
+        so has every pass after it. (With one, only the pass that found it
+        aged could redeliver: one message per HOLE_WAIT for the whole farm
+        on the broker, whose consumers claim one at a time.)
         """
         now = time.time()
-        horizon, at = 0, None
-        if stored:
-            try:
-                value, _, when = stored.decode().partition(":")
-                horizon, at = int(value), float(when)
-            except ValueError:
-                refused("queue", scan_key, "not a horizon")
-        aged = at is not None and now - at >= max(self.layout.recover_interval, self.layout.hole_wait)
-        if at is None or aged:
-            self.layout.client.set(scan_key, f"{head}:{now:.3f}".encode(), expire=SCAN_TTL, noreply=False)
-        return min(horizon, head) if aged else 0
+        wait = max(self.layout.recover_interval, self.layout.hole_wait)
+        sightings = _sightings(scan_key, stored)
+        if not sightings or now - sightings[0][1] >= wait:
+            kept = [(head, now), *sightings[:1]]
+            value = ";".join(f"{seen}:{at:.3f}" for seen, at in kept)
+            self.layout.client.set(scan_key, value.encode(), expire=SCAN_TTL, noreply=False)
+        aged = [seen for seen, at in sightings if now - at >= wait]
+        return min(aged[0], head) if aged else 0
+
+
+def _sightings(scan_key: str, stored: bytes | None) -> list[tuple[int, float]]:
+    """The heads a scan key holds, each with when it was seen, the newest first."""
+    if not stored:
+        return []
+    try:
+        sightings = []
+        for part in stored.decode().split(";")[:2]:
+            seen, _, at = part.partition(":")
+            when = float(at)
+            if not math.isfinite(when) or when > time.time() + CLOCK_SLACK:
+                raise ValueError(at)  # a time to come would never age: no horizon, ever
+            sightings.append((int(seen), when))
+    except ValueError:
+        refused("queue", scan_key, "not a horizon")
+        return []
+    return sorted(sightings, key=lambda sighting: sighting[1], reverse=True)
