@@ -2,6 +2,7 @@
 retries, and acks_late tasks coming back after their worker is killed."""
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -14,6 +15,7 @@ from pymemcache.client.base import Client
 
 from tests.harness import full, processes
 from tests.harness.processes import wait_for
+from tests.harness.web import DEMO_PASSWORD, WebClient
 
 pytestmark = pytest.mark.farm
 SECRET = "broker-test-" + uuid.uuid4().hex
@@ -195,6 +197,34 @@ def _broker_apart(
     worker = broker.worker(name)
     started.append(worker)
     return broker, worker, broker_mc, broker_address
+
+
+def test_the_dashboard_counts_the_brokers_queue_on_its_own_memcached(tmp_path):
+    """The broker on a memcached of its own, the store on another: the staff
+    dashboard, from a web node, counts Celery's queue where it lives (three
+    tasks in, three out), not as an empty queue of the main ring."""
+    with processes.stopped_after() as started:
+        broker, _, _, _ = _broker_apart(tmp_path, started, "counted")
+        env = {**broker.env, "DEMO_PASSWORD": DEMO_PASSWORD, "DEMO_ORDERS": "100"}
+        processes.manage(env, "migrate", "--no-input", "-v", "0")
+        processes.manage(env, "seed_demo", "-v", "0")
+        keys = [uuid.uuid4().hex for _ in range(3)]
+        processes.manage(
+            env,
+            "shell",
+            "-c",
+            "from demofarm.celery import app\n"
+            f"for key in {keys!r}: app.send_task('brokertest.stamp', args=[key], queue='brokertest')",
+        )
+        wait_for(lambda: all(broker.notes(key) for key in keys), timeout=60, what="the three tasks")
+        node, url = processes.gunicorn(env, tmp_path, "counted-node")
+        started.append(node)
+        admin = WebClient(url).login("admin", DEMO_PASSWORD)
+        page = admin.get("/admin/dashboard/live/").text
+        assert 'data-queue="brokertest"' not in page  # nothing of it on the main ring
+        row = page[page.index('data-queue="broker:brokertest"') :].split("</tr>")[0]
+        waiting, unfinished, put_in, taken_out = (int(n) for n in re.findall(r">(\d+)</td>", row)[:4])
+        assert (waiting, unfinished) == (0, 0) and put_in >= 3 and taken_out >= 3, row
 
 
 def test_a_worker_that_fails_an_ack_while_memcached_restarts_takes_tasks_again(tmp_path):
