@@ -271,6 +271,27 @@ def test_a_silent_job_whose_process_lives_is_waited_for(alice, child):
         os.kill(child.pid, signal.SIGCONT)
 
 
+def test_a_silent_merge_whose_process_lives_is_waited_for(alice, child):
+    """A split job's merge names its process on the job's row, as a whole
+    job's run does: silent while its process lives (the pool change test saw
+    a merge starved for three beats taken for lost), it is waited for; once
+    that process is gone, it is lost."""
+    from webfarm.progress.parts.running import begin_merge
+
+    job = _running(alice)
+    Job.objects.filter(pk=job.id).update(part_count=2)
+    worker = f"celery@box#{child.pid}"
+    begin_merge(Job.objects.get(pk=job.id), worker=worker)
+    assert Job.objects.get(pk=job.id).worker == worker
+    beacon = liveness.Beacon("celery@box")
+    beacon.beat()
+    assert reap() == []
+    child.kill()
+    child.wait()
+    beacon.beat()
+    assert reap() == [job.id]
+
+
 def test_a_job_past_its_time_limit_is_lost_though_its_process_lives(alice, child):
     """Celery kills a task at its hard time limit: a job still claimed by a
     live process after that (a liveness key replayed, a worker's bug) is lost."""

@@ -23,8 +23,8 @@ def _run_part(self: Task, job_id: str, index: int) -> None:
     parts.run_part(job_id=job_id, index=index, worker=_worker(self))
 
 
-def _merge_job(job_id: str) -> None:
-    parts.merge(job_id=job_id)
+def _merge_job(self: Task, job_id: str) -> None:
+    parts.merge(job_id=job_id, worker=_worker(self))
 
 
 def _reap_lost_jobs() -> None:
@@ -45,6 +45,6 @@ def _registered(name: str, body: Callable[..., None], **options: Any) -> Task:
 
 run_job = _registered("run_job", _run_job, bind=True, acks_late=True)
 run_part = _registered("run_part", _run_part, bind=True, acks_late=True)
-merge_job = _registered("merge_job", _merge_job, acks_late=True)
+merge_job = _registered("merge_job", _merge_job, bind=True, acks_late=True)
 reap_lost_jobs = _registered("reap_lost_jobs", _reap_lost_jobs)
 purge_ended_jobs = _registered("purge_ended_jobs", _purge_ended_jobs)

@@ -62,13 +62,16 @@ def run_part(*, job_id: str, index: int, worker: str) -> None:
         logger.info("job %s part %s not run: %s", job_id, index, exc)
 
 
-def merge(*, job_id: str) -> None:
-    """The body of the webfarm.progress.merge_job task: the job's result from its parts'."""
+def merge(*, job_id: str, worker: str = "") -> None:
+    """The body of the webfarm.progress.merge_job task: the job's result from
+    its parts'. `worker` names the process ("celery@host#pid") on the job's
+    row, as a whole job's run does, so the reaper tells a merge that is slow
+    from one that is dead (webfarm.progress.liveness)."""
     job, job_type = _job(job_id)
     if job is None or job_type is None:
         return
     try:
-        record = begin_merge(job)
+        record = begin_merge(job, worker=worker)
     except JobNotRunnable as exc:
         logger.info("job %s: merge not run: %s", job_id, exc)
         return
@@ -190,10 +193,10 @@ def end_split_job(job: Job, index: int, state: State, error: str) -> None:
         logger.info("job %s ended: %s (by part %s)", job.id, state, index)
 
 
-def begin_merge(job: Job) -> JobRecord:
-    """Claim the merge (one worker does, however often it was sent)."""
+def begin_merge(job: Job, *, worker: str = "") -> JobRecord:
+    """Claim the merge (one worker does, however often it was sent), on `worker`."""
     claimed = Job.objects.filter(pk=job.id, state=State.RUNNING, merge_started_at__isnull=True).update(
-        merge_started_at=datetime.now(UTC)
+        merge_started_at=datetime.now(UTC), worker=worker
     )
     if not claimed:
         raise JobNotRunnable("its merge was taken, or it is not running")
