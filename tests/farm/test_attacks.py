@@ -401,7 +401,12 @@ def test_a_token_url_leaves_no_token_in_the_logs(farm):
         os.killpg(farm.memcached.proc.pid, signal.SIGSTOP)
         try:
             stalled = requests.get(farm.base + token_url, headers={"X-Progress-Missed": "1"}, timeout=30)
-            assert stalled.status_code == 503 and int(stalled.headers["Retry-After"]) > 0
+            # Anything else: what answered, and what it said, for the finding.
+            assert stalled.status_code == 503 and int(stalled.headers["Retry-After"]) > 0, (
+                stalled.status_code,
+                dict(stalled.headers),
+                stalled.text[:800],
+            )
         finally:
             os.killpg(farm.memcached.proc.pid, signal.SIGCONT)
     finally:
