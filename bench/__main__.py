@@ -1,6 +1,7 @@
 """`make bench`: every benchmark, each against a baseline measured in the same run."""
 
 from bench import (
+    broker_soak,
     celery_broker,
     dashboard,
     endpoint,
@@ -46,6 +47,8 @@ def main() -> None:
     print(task_path.report(task_path.run()), flush=True)
     print()
     print(memory.report(memory.run()), flush=True)
+    print()
+    print(broker_soak.report(broker_soak.run()), flush=True)
 
 
 if __name__ == "__main__":
