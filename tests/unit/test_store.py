@@ -57,3 +57,30 @@ def test_unreachable_memcached_raises_progress_unavailable(settings):
         store.read(new_job_id())
     with pytest.raises(ProgressUnavailable):
         store.write(_record())
+
+
+def test_a_republish_from_an_older_record_never_outlives_the_newer_write():
+    """A token poll that found no document puts one back from the record it
+    read; a worker writes a newer record at the same moment, and its add of
+    the document loses to the poll's. nginx would serve the older document
+    (the bar goes back) until the next write: the writer puts its own there.
+    Forced: the poll's republish runs between the writer's read and its write."""
+    import json
+
+    from webfarm.progress.ids import new_read_token
+
+    record = _record(state="running", percent=32.5, read_token=new_read_token())
+    store.create(record)
+    key = store.public_key(record.job, record.read_token)
+    store.get_client().delete(key)  # gone: expired, or dark during a pool change
+    polled = store.read(record.job)  # what the poll read, a moment before the write
+    polled.updated_at -= 1  # (and the writer's record is a later one)
+
+    def advance(current: JobRecord) -> bool:
+        store.republish(polled)  # the poll's add lands between the writer's read and write
+        current.percent = 34.5
+        return True
+
+    store.update(record.job, advance, read_token=record.read_token)
+    served = json.loads(store.read_public(record.job, record.read_token))
+    assert served["percent"] == 34.5 == store.read(record.job).percent

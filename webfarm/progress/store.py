@@ -10,7 +10,9 @@ fall back to the database as after a memcached restart.
 Every record written is also published: its public JSON document under
 `pub:<job>.<read token>`, which nginx serves for /progress/<job>/<token>/
 without reaching Django (deploy/nginx/webfarm.conf.template), on the
-server nginx's key hash picks.
+server nginx's key hash picks. A document never goes back to an older
+record's: a poll's republish only adds a missing one, and a writer whose
+record is newer puts its own over one made from an older record.
 """
 
 import json
@@ -27,7 +29,7 @@ from webfarm.core.slots import SlotsTaken, Taking
 from webfarm.core.tampering import refused
 from webfarm.progress.conf import get_config, lost_after
 from webfarm.progress.exceptions import ProgressUnavailable
-from webfarm.progress.records import CorruptRecord, JobRecord
+from webfarm.progress.records import CorruptRecord, JobRecord, iso
 
 logger = logging.getLogger(__name__)
 
@@ -246,13 +248,19 @@ def _cas_with_document(record: JobRecord, token: bytes, document_found: tuple) -
     stored = batch.set(record_key(record.job), f"T{_ttl(record)}", f"C{int(token)}", value=_sealed(record))
     public, document, expire = _public_document(record)
     current, current_token = document_found
+    written = None
     if current is None:
-        batch.set(public, f"T{expire}", "ME", value=document)
+        written = batch.set(public, f"T{expire}", "ME", value=document)
     elif not _final_document(public, current):
-        batch.set(public, f"T{expire}", f"C{int(current_token)}", value=document)
+        written = batch.set(public, f"T{expire}", f"C{int(current_token)}", value=document)
     with _memcached("cas"):
         replies = batch.run(errors=True)
     if replies[stored].done:
+        if written is not None and not replies[written].done:
+            # Our record is the newest, but a document was put there since we
+            # read: a poll's republish, from the record as it was before ours
+            # (a bar would go back through nginx until the next write).
+            _publish_over_older(record)
         return True
     if replies[stored].refused:
         raise ProgressUnavailable("memcached refused the write (out of memory?)")
@@ -304,6 +312,40 @@ def publish(record: JobRecord) -> None:
             client.cas(key, document, token, expire=expire)
     except (MemcacheError, OSError) as exc:
         logger.warning("job %s: progress document not published: %s", record.job, exc)
+
+
+def _publish_over_older(record: JobRecord) -> None:
+    """Put the running record's document in place of one made from an
+    older record (by its `updated_at`); a newer or final one stays."""
+    key, document, expire = _public_document(record)
+    ours = iso(record.updated_at) or ""
+    client = get_client()
+    try:
+        for _ in range(CAS_ATTEMPTS):
+            current, token = client.gets(key)
+            if current is None:
+                if client.add(key, document, expire=expire, noreply=False):
+                    return
+                continue
+            theirs = _document_time(key, current)
+            if _final_document(key, current) or (theirs is not None and theirs >= ours):
+                return
+            if client.cas(key, document, token, expire=expire, noreply=False):
+                return
+    except (MemcacheError, OSError) as exc:
+        logger.warning("job %s: progress document not published: %s", record.job, exc)
+
+
+def _document_time(key: str, raw: bytes) -> str | None:
+    """The `updated_at` of a public document of ours (None for anything else,
+    which the next write replaces)."""
+    body = unseal_json(key, raw)
+    try:
+        document = json.loads(body) if body is not None else None
+    except (ValueError, RecursionError):
+        return None
+    stamp = document.get("updated_at") if isinstance(document, dict) else None
+    return stamp if isinstance(stamp, str) else None
 
 
 def read_public(job_id: str, read_token: str) -> bytes | None:
