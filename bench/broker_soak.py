@@ -28,7 +28,11 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pymemcache.client.base import Client
+
+from bench.soak_tasks import SHARD
 from tests.harness import keyspace, processes
+from webfarm.progress.liveness import process_stats
 
 TASKS = int(os.environ.get("SOAK_TASKS", "20000"))
 RATE = float(os.environ.get("SOAK_RATE", "200"))
@@ -76,18 +80,9 @@ class Farm:
 
 def _cpu_seconds(pgid: int) -> float:
     """User and system CPU of every process in the group, from /proc."""
-    total = 0
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as stat:
-                fields = stat.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid:  # fields after ")": state, ppid, pgrp, ..., utime (11), stime (12)
-            total += int(fields[11]) + int(fields[12])
-    return total / os.sysconf("SC_CLK_TCK")
+    # The fields after the name: state, ppid, pgrp, ..., utime (11), stime (12).
+    ticks = sum(int(f[11]) + int(f[12]) for _, f in process_stats() if len(f) > 12 and int(f[2]) == pgid)
+    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _broker_requests(farm: Farm) -> int:
@@ -149,10 +144,6 @@ class Nemesis(threading.Thread):
 
 def _runs(store: str, namespace: str) -> list[tuple[int, float, float]]:
     """Every run noted: (number, sent at, ran at)."""
-    from pymemcache.client.base import Client
-
-    from bench.soak_tasks import SHARD
-
     host, port = store.rsplit(":", 1)
     client = Client((host, int(port)))
     try:

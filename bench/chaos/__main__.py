@@ -6,11 +6,8 @@ import argparse
 import signal
 import sys
 import time
-from pathlib import Path
 
-from bench.chaos.run import report, run
-
-ROOT = Path(__file__).resolve().parents[2]
+from bench.chaos.run import KEPT, report, run
 
 
 def main() -> None:
@@ -29,9 +26,7 @@ def main() -> None:
         help="with --hosts: memcached's pool grown by a server and shrunk back (memcached_pool)",
     )
     args = parser.parse_args()
-    outcome = run(
-        args.seed, args.minutes, keep=ROOT / "var" / "chaos", network=args.hosts, pool_change=args.pool_change
-    )
+    outcome = run(args.seed, args.minutes, keep=KEPT, network=args.hosts, pool_change=args.pool_change)
     print(report(args.seed, outcome), flush=True)
     sys.exit(1 if outcome.violations else 0)
 

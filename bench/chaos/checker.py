@@ -278,7 +278,12 @@ def _requests(history: History, nemesis: Nemesis, outcome: Outcome) -> None:
             outcome.fail(f"{call.what} on {call.node} answered {call.status}")
         if not faulted and (call.status is None or call.took > ANSWER_WITHIN):
             answer = call.error or call.status
-            outcome.fail(f"{call.what} on {call.node}, not faulted, took {call.took:.1f} s: {answer}")
+            # When, in the run's seconds, so it can be read beside the schedule.
+            at = call.began - nemesis.started
+            outcome.fail(
+                f"{call.what} on {call.node}, not faulted, took {call.took:.1f} s"
+                f" (from {at:.1f} s to {at + call.took:.1f} s): {answer}"
+            )
     outcome.figures["requests by status"] = dict(sorted(statuses.items()))
 
 

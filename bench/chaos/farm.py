@@ -69,7 +69,6 @@ class Farm:
             self.dir,
             name,
             port=port,
-            access_log=False,
             listen=self.address(name),
             wrap=self.on(name),
         )

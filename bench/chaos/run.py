@@ -29,6 +29,8 @@ from bench.chaos.workload import FOLLOW_AT_MOST, USERS, History, user_loop, vote
 from tests.harness import hosts, processes
 
 DATABASE = "chaos"
+# Where a failed run leaves its processes' logs (var/ is not in the repository).
+KEPT = Path(__file__).resolve().parents[2] / "var" / "chaos"
 
 
 def run(
@@ -82,9 +84,9 @@ def run(
             check(farm, history, nemesis, offsets, seed, outcome)
     finally:
         if keep is not None and outcome.violations:
-            shutil.copytree(
-                base, keep / f"seed-{seed}", dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.db")
-            )
+            kept = keep / f"seed-{seed}"
+            shutil.copytree(base, kept, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.db"))
+            outcome.figures["logs kept in"] = str(kept)
         shutil.rmtree(base, ignore_errors=True)
     return outcome
 

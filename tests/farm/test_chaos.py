@@ -5,7 +5,7 @@ afterwards. The long runs for a release are in docs/testing.md."""
 import pytest
 
 from bench.chaos.nemesis import FAULTS, schedule
-from bench.chaos.run import report, run
+from bench.chaos.run import KEPT, report, run
 
 pytestmark = pytest.mark.farm
 
@@ -16,7 +16,7 @@ MINUTES = 50 / 60
 def test_a_short_chaos_run_keeps_every_invariant():
     faults = schedule(SEED, MINUTES * 60)
     assert {f.kind for f in faults} == set(FAULTS)
-    outcome = run(SEED, MINUTES)
+    outcome = run(SEED, MINUTES, keep=KEPT)
     print(report(SEED, outcome))
     assert not outcome.violations, report(SEED, outcome)
     # Not a run in which nothing happened.

@@ -345,6 +345,10 @@ def celery_worker(
     return process
 
 
+# gunicorn's default line, with the request's time in milliseconds.
+ACCESS_LOG_FORMAT = '%(h)s %(t)s "%(r)s" %(s)s %(b)s %(M)sms'
+
+
 def gunicorn(
     env: dict,
     log_dir: Path,
@@ -372,7 +376,9 @@ def gunicorn(
         str(workers),
         "--threads",
         str(threads),
-        *(["--access-logfile", "-"] if access_log else []),
+        # Each line with its time in the server (ms): a slow answer shows
+        # whether the time went inside the app or before it was reached.
+        *(["--access-logfile", "-", "--access-logformat", ACCESS_LOG_FORMAT] if access_log else []),
         "--graceful-timeout",
         "5",
     ]

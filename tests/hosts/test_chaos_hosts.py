@@ -11,7 +11,7 @@ import os
 import pytest
 
 from bench.chaos.nemesis import NETWORK_FAULTS, POOL_CHANGE, schedule
-from bench.chaos.run import report, run
+from bench.chaos.run import KEPT, report, run
 from tests.harness import hosts
 
 pytestmark = pytest.mark.farm
@@ -23,7 +23,7 @@ MINUTES = 75 / 60
 def test_a_short_chaos_run_on_hosts_keeps_every_invariant():
     faults = schedule(SEED, MINUTES * 60, network=True, pool_change=True)
     assert {*NETWORK_FAULTS, POOL_CHANGE} <= {f.kind for f in faults}
-    outcome = run(SEED, MINUTES, network=True, pool_change=True)
+    outcome = run(SEED, MINUTES, keep=KEPT, network=True, pool_change=True)
     print(report(SEED, outcome))
     assert not outcome.violations, report(SEED, outcome)
     assert outcome.figures["results compared with a quiet farm's"] > 0

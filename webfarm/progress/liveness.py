@@ -29,7 +29,7 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from celery.signals import worker_ready, worker_shutdown
@@ -68,24 +68,32 @@ def lifetime() -> int:
     return math.ceil(lost_after()) + 1
 
 
-def running_processes(parent: int) -> list[int]:
-    """`parent` and those of its children that run (exist and are not
-    stopped), from /proc; `parent` alone where there is no /proc."""
-    found = [parent]
+def process_stats() -> Iterator[tuple[int, list[bytes]]]:
+    """Each process there is, as (pid, the fields of its /proc/<pid>/stat
+    after the command's name: state, parent, group, ...); none without /proc."""
     try:
         names = os.listdir("/proc")
     except OSError:
-        return found
+        return
     for name in names:
         if not name.isdigit():
             continue
         try:
             with open(f"/proc/{name}/stat", "rb") as stat:
+                # The name may hold spaces and brackets: the fields start after its last ")".
                 fields = stat.read().rsplit(b")", 1)[1].split()
         except (OSError, IndexError):
             continue  # gone meanwhile
+        yield int(name), fields
+
+
+def running_processes(parent: int) -> list[int]:
+    """`parent` and those of its children that run (exist and are not
+    stopped), from /proc; `parent` alone where there is no /proc."""
+    found = [parent]
+    for pid, fields in process_stats():
         if len(fields) > 1 and int(fields[1]) == parent and fields[0].decode() not in NOT_RUNNING:
-            found.append(int(name))
+            found.append(pid)
     return found
 
 

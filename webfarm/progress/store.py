@@ -327,25 +327,15 @@ def _publish_over_older(record: JobRecord) -> None:
                 if client.add(key, document, expire=expire, noreply=False):
                     return
                 continue
-            theirs = _document_time(key, current)
-            if _final_document(key, current) or (theirs is not None and theirs >= ours):
-                return
+            theirs = _document_of(key, current)
+            if theirs is not None:
+                stamp = theirs.get("updated_at")
+                if theirs.get("final") is True or (isinstance(stamp, str) and stamp >= ours):
+                    return
             if client.cas(key, document, token, expire=expire, noreply=False):
                 return
     except (MemcacheError, OSError) as exc:
         logger.warning("job %s: progress document not published: %s", record.job, exc)
-
-
-def _document_time(key: str, raw: bytes) -> str | None:
-    """The `updated_at` of a public document of ours (None for anything else,
-    which the next write replaces)."""
-    body = unseal_json(key, raw)
-    try:
-        document = json.loads(body) if body is not None else None
-    except (ValueError, RecursionError):
-        return None
-    stamp = document.get("updated_at") if isinstance(document, dict) else None
-    return stamp if isinstance(stamp, str) else None
 
 
 def read_public(job_id: str, read_token: str) -> bytes | None:
@@ -371,17 +361,24 @@ def public_body(job_id: str, read_token: str, raw: bytes | None) -> bytes | None
     return body
 
 
-def _final_document(key: str, raw: bytes) -> bool:
-    """Whether the public document memcached holds is a final one of ours:
-    a planted final document (or anything else) is replaced by the next write."""
+def _document_of(key: str, raw: bytes) -> dict | None:
+    """A public document of ours, parsed (None for anything else: a planted
+    or broken value, which the next write replaces)."""
     body = unseal_json(key, raw)
     if body is None:
-        return False
+        return None
     try:
         document = json.loads(body)
     except (ValueError, RecursionError):
-        return False
-    return isinstance(document, dict) and document.get("final") is True
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def _final_document(key: str, raw: bytes) -> bool:
+    """Whether the public document memcached holds is a final one of ours:
+    a planted final document (or anything else) is replaced by the next write."""
+    document = _document_of(key, raw)
+    return document is not None and document.get("final") is True
 
 
 def republish(record: JobRecord) -> None:
