@@ -1,10 +1,12 @@
 """Job records in memcached."""
 
+import json
+
 import pytest
 
 from webfarm.progress import store
 from webfarm.progress.exceptions import ProgressUnavailable
-from webfarm.progress.ids import is_valid_job_id, new_job_id
+from webfarm.progress.ids import is_valid_job_id, new_job_id, new_read_token
 from webfarm.progress.records import JobRecord
 
 
@@ -65,10 +67,6 @@ def test_a_republish_from_an_older_record_never_outlives_the_newer_write():
     the document loses to the poll's. nginx would serve the older document
     (the bar goes back) until the next write: the writer puts its own there.
     Forced: the poll's republish runs between the writer's read and its write."""
-    import json
-
-    from webfarm.progress.ids import new_read_token
-
     record = _record(state="running", percent=32.5, read_token=new_read_token())
     store.create(record)
     key = store.public_key(record.job, record.read_token)
