@@ -41,6 +41,10 @@ def pytest_configure(config: pytest.Config) -> None:
 TIER_MARK = {"unit": None, "farm": "farm", "hosts": "farm", "browser": "browser"}
 
 
+# First: pytest-xdist's worker reads the xdist_group marks in its own hook of
+# this name (it appends the group to each test's id, which is what keeps a
+# group on one worker), so the marks must be on before it runs.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     misplaced = []
     for item in items:
@@ -52,6 +56,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if misplaced:
         raise pytest.UsageError("tests in the wrong tier's folder:\n  " + "\n  ".join(misplaced))
     scheduling.group_and_order(items)
+
+
+def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
+    scheduling.check_grouped(node.config, ids)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -11,6 +11,14 @@ tests that share one are kept on one worker (an `xdist_group`):
 * the hosts tier's tests, whose farms of hosts are the heaviest;
 * unit tests stand alone: each goes to whichever worker is free.
 
+The marks go on before pytest-xdist reads them (tests/conftest.py runs its
+hook first), and `check_grouped` stops a run in which xdist would not keep
+them: with pytest 9.2 the suffix xdist appends to a test's id no longer
+takes (pytest-dev/pytest-xdist#1386), and xdist reads no group from an id
+with a "]" after its "@". Nothing failed then, the groups were simply
+ignored: workers built copies of a shared farm of their own, and farms of
+hosts ran side by side.
+
 Groups start longest first (LONGEST, from the table in docs/testing.md), so
 that the run does not end waiting on one long group that started last; the
 unit tests fill the gaps at the end.
@@ -23,20 +31,20 @@ import pytest
 # the unit tests.
 LONGEST = (
     "hosts",
-    "shared-farm[memcached]:browser",
+    "shared-farm-memcached:browser",
     "tests/farm/test_soak.py",
     "tests/farm/test_chaos.py",
     "tests/farm/test_job_delivery.py",
     "tests/farm/test_fanout.py",
-    "shared-farm[memcached]:farm",
+    "shared-farm-memcached:farm",
     "tests/farm/test_broker.py",
-    "shared-farm[redis]:browser",
+    "shared-farm-redis:browser",
     "tests/farm/test_nginx_farm.py",
     "tests/farm/test_poll_spike.py",
     "tests/farm/test_trust.py",
     "tests/farm/test_attacks.py",
     "tests/farm/test_bad_input_http.py",
-    "shared-farm[redis]:farm",
+    "shared-farm-redis:farm",
 )
 
 
@@ -52,7 +60,7 @@ def group_of(item: pytest.Item) -> str | None:
     definitions = item._fixtureinfo.name2fixturedefs.get("farm", ())  # type: ignore[attr-defined]
     if definitions and definitions[-1].scope == "session":
         broker = item.callspec.params.get("farm") if hasattr(item, "callspec") else None
-        return f"shared-farm[{broker}]:{tier}"
+        return f"shared-farm-{broker}:{tier}"
     return item.nodeid.split("::")[0]
 
 
@@ -74,3 +82,27 @@ def group_and_order(items: list[pytest.Item]) -> None:
         return (rank.get(group, len(LONGEST)), index)
 
     items[:] = [item for _, item in sorted(enumerate(items), key=order)]
+
+
+def check_grouped(config: pytest.Config, ids: list[str]) -> None:
+    """On the controller of a --dist loadgroup run, with a worker's collection:
+    every test outside tests/unit is in a group as xdist reads it, or the
+    scheduler would spread the group over the workers. Stops the run when one
+    is not."""
+    if config.getvalue("dist") != "loadgroup":
+        return
+    # xdist's own reading (LoadGroupScheduling._split_scope): the group is
+    # what follows the last "@" of the id, if no "]" does.
+    lost = [
+        nodeid
+        for nodeid in ids
+        if not nodeid.startswith("tests/unit/") and not nodeid.rfind("@") > nodeid.rfind("]")
+    ]
+    if lost:
+        pytest.exit(
+            f"pytest-xdist reads no xdist_group for {len(lost)} tests (first: {lost[0]}), so it would "
+            "spread their groups over the workers. A group's name may not hold a ']', and pytest 9.2 "
+            "drops the group xdist appends (pytest-dev/pytest-xdist#1386): use the pytest that "
+            "requirements.txt pins.",
+            returncode=pytest.ExitCode.USAGE_ERROR,
+        )

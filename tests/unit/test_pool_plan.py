@@ -222,6 +222,39 @@ def _moving_queue(prefix: str, old: list[str], new: list[str]) -> str:
     return next(name for name in moves if server_of(f"q:{name}", before) != server_of(f"q:{name}", after))
 
 
+def test_a_reader_in_another_thread_never_fails_a_stage_write():
+    """The follower reads the table in a thread of its own while the command
+    writes it: the write waits for nothing and fails for nothing, as in the
+    site's WAL file (in the tests' in-memory database an open read used to
+    fail the write at once, tests/harness/farm_settings.py)."""
+    from django.db import connection
+
+    change = PoolChange.objects.create(old="a:1", new="a:1,b:2", stage=pool.Stage.FOLLOW)
+    PoolChange.objects.create(old="a:1,b:2", new="a:1", stage=pool.Stage.FOLLOW)
+    reading, written = threading.Event(), threading.Event()
+
+    def read() -> None:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT id FROM webfarm_core_poolchange ORDER BY id")
+                cursor.fetchone()  # the statement stays open, its table read
+                reading.set()
+                written.wait(10)
+        finally:
+            connection.close()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        assert reading.wait(10)
+        PoolChange.objects.filter(pk=change.pk).update(stage=pool.Stage.LEAD)
+    finally:
+        written.set()
+        reader.join(10)
+    change.refresh_from_db()
+    assert change.stage == pool.Stage.LEAD
+
+
 def test_the_command_grows_the_pool_and_shrinks_it_back_losing_nothing(following, settings):
     """memcached_pool --to, 2 -> 3 -> 2 servers, with this process as the
     farm (a member that follows each stage) and a consumer at work: values,
