@@ -14,7 +14,7 @@ import uuid
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
-from django.db import OperationalError
+from django.db import OperationalError, connection
 from django.test import Client
 
 from tests.harness import keyspace, processes
@@ -227,8 +227,6 @@ def test_a_reader_in_another_thread_never_fails_a_stage_write():
     writes it: the write waits for nothing and fails for nothing, as in the
     site's WAL file (in the tests' in-memory database an open read used to
     fail the write at once, tests/harness/farm_settings.py)."""
-    from django.db import connection
-
     change = PoolChange.objects.create(old="a:1", new="a:1,b:2", stage=pool.Stage.FOLLOW)
     PoolChange.objects.create(old="a:1,b:2", new="a:1", stage=pool.Stage.FOLLOW)
     reading, written = threading.Event(), threading.Event()
