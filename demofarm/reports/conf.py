@@ -28,6 +28,12 @@ get_config = AppSettings(
             "progress update",
         ),
         Setting(
+            "CHUNK_PAUSE",
+            0.0,
+            "seconds a report's scan waits after each chunk, as it would on a distant database: a small "
+            "dataset then makes reports as long as a large one's, without the work (the tests' farms)",
+        ),
+        Setting(
             "PART_ROWS",
             100_000,
             "the sales report runs in parts of about this many order lines (by id), at once on any workers; "

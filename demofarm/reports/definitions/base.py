@@ -3,6 +3,7 @@
 import csv
 import io
 import math
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import date
 from operator import itemgetter
@@ -109,10 +110,14 @@ def scan_order_lines(
     split in parts gained little from a second worker process. Chunks are
     id ranges, not OFFSETs, so every query costs the same however far the
     scan has got.
+
+    The dates are checked here, not in the orders' query: with them there,
+    SQLite read the orders through their date index, the whole period for
+    every chunk (8 ms a query on 120,000 orders, against 0.2 ms on the key).
     """
     lo, hi = ids if ids is not None else order_line_ids()
     total = max(hi - lo + 1, 0)
-    chunk = get_config()["CHUNK_ROWS"]
+    chunk, pause = get_config()["CHUNK_ROWS"], get_config()["CHUNK_PAUSE"]
     reporter.stage("reading orders", total=total, message="reading order lines")
     line_fields = [name for name in fields if not name.startswith("order__")]
     order_fields = [name.removeprefix("order__") for name in fields if name.startswith("order__")]
@@ -124,7 +129,8 @@ def scan_order_lines(
     }
     on_lines = {name: value for name, value in filters.items() if not name.startswith("order__")}
     lines = OrderLine.objects.filter(**on_lines).order_by("id")
-    orders = Order.objects.filter(placed_on__gte=date_from, placed_on__lte=date_to, **on_orders)
+    orders = Order.objects.filter(**on_orders)
+    first_day, last_day = date.fromisoformat(date_from), date.fromisoformat(date_to)
     for start in range(lo, hi + 1, chunk):
         rows = list(
             lines.filter(id__gte=start, id__lt=min(start + chunk, hi + 1)).values_list(
@@ -133,13 +139,19 @@ def scan_order_lines(
         )
         if rows:
             placed = orders.filter(id__gte=min(row[0] for row in rows), id__lte=max(row[0] for row in rows))
-            found = {order[0]: order[1:] for order in placed.values_list("id", *order_fields)}
+            found = {
+                order[0]: order[2:]
+                for order in placed.values_list("id", "placed_on", *order_fields)
+                if first_day <= order[1] <= last_day
+            }
             for row in rows:
                 order = found.get(row[0])
                 if order is not None:
                     yield pick(row + order) if len(fields) > 1 else (pick(row + order),)
         done = min(start + chunk, hi + 1) - lo
         reporter.update(done, message=f"{done:,} of {total:,} order lines read")
+        if pause:
+            time.sleep(pause)
 
 
 def split_order_lines() -> list[PartSpec] | None:
