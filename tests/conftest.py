@@ -242,10 +242,13 @@ def farm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
             "MEMCACHED_NAMESPACE": "farmtest",
             "DJANGO_SECRET_KEY": "farm-test-" + uuid.uuid4().hex,
             "DEMO_PASSWORD": DEMO_PASSWORD,
-            # Small enough to generate in seconds; small chunks make a job run
-            # long enough (many queries) to be watched and cancelled.
+            # Small enough to generate in seconds. A whole report is 3,600
+            # chunks: 5 s of a core and 7 s of waits, as on a distant
+            # database, long enough to be watched and cancelled without
+            # taking the cores the other tests need.
             "DEMO_ORDERS": "120000",
             "REPORTS_CHUNK_ROWS": "100",
+            "REPORTS_CHUNK_PAUSE": "0.002",
             "PROGRESS_HEARTBEAT_INTERVAL": "2",
             "DASHBOARD_WORKER_HEARTBEAT": "1",
             "DASHBOARD_CHART_TTL": "1",

@@ -150,7 +150,6 @@ def test_staff_see_the_farm_dashboard_with_data(page: Page, farm):
     alice.wait_until(done, lambda p: p["state"] == "succeeded", what="a finished job to chart")
     processes.manage(farm.env, "harvest_counters")
     processes.manage(farm.env, "drain_sitelog")
-    running = alice.start_report("sales-by-region", ALL_DATES)["job"]
 
     _log_in(page, "admin")
     page.goto("/admin/")
@@ -182,7 +181,11 @@ def test_staff_see_the_farm_dashboard_with_data(page: Page, farm):
     expect(page.locator("table.activity")).to_contain_text("POST /reports/top-customers/ 202")
     expect(page.locator("table.activity")).not_to_contain_text("GET /progress/")
 
-    # Alice's running job with its live bar, which staff may cancel.
+    # Alice's running job with its live bar, which staff may cancel: started
+    # now, so that it still runs when the button is pressed.
+    running = alice.start_report("sales-by-region", ALL_DATES)["job"]
+    alice.wait_until(running, lambda p: p["state"] == "running", what="alice's job running")
+    page.reload()
     bar = page.locator(f".job-progress[data-progress-url^='/progress/{running}/']")
     page.wait_for_function(
         "(url) => +document.querySelector(`.job-progress[data-progress-url^='${url}'] [role=progressbar]`)"
@@ -220,7 +223,9 @@ def test_a_killed_worker_s_job_turns_lost_and_runs_again_under_the_same_bar(page
         ]  # a report that runs whole
         page.goto(f"/jobs/{job}/")
         bob.wait_until(job, lambda p: p["state"] == "running" and p["percent"] > 2, timeout=60)
-
+        # Held where it is while the other worker starts, however soon this
+        # machine would finish the report: then killed.
+        os.killpg(farm.worker.proc.pid, signal.SIGSTOP)
         other = processes.celery_worker(farm.env, farm.dir, f"worker-b-{farm.broker}")
         farm.others.append(other)
         farm.worker.stop(signal.SIGKILL)

@@ -61,7 +61,9 @@ def delivery(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Delivery]:
             "delivery",
             CELERY_BROKER_VISIBILITY_TIMEOUT=4,
             DEMO_ORDERS=60000,
+            # 3,600 chunks: 5 s of a core and 7 s of waits, a run long enough to stall.
             REPORTS_CHUNK_ROWS=50,
+            REPORTS_CHUNK_PAUSE=0.002,
             PROGRESS_HEARTBEAT_INTERVAL=1,
             REAP_EVERY=1,
             PROGRESS_SEND_GRACE=2,
