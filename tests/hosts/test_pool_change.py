@@ -74,6 +74,9 @@ class Seen:
     retry_after: bool
     body: dict
     source: str = ""  # nginx's X-Progress-Source: "memcached" when its fast path answered
+    at: float = 0.0  # when it was asked (Unix time), to set beside the farm's logs
+    node: str = ""  # the web node asked (via django)
+    error: str = ""  # why there was no answer
 
 
 @dataclass
@@ -113,12 +116,13 @@ def _user(farm: HostFarm, name: str, work: Workload, stop: threading.Event) -> N
                 via = ("nginx", "django")[turn % 2]
                 node = farm.node(("web1", "web2")[turn // 2 % 2]) if via == "django" else None
                 path = started["public_progress_url"] if via == "nginx" else f"/progress/{job}/"
-                at = time.monotonic()
+                asked, at = time.time(), time.monotonic()
+                error = ""
                 try:
                     # A node's own address: the session's cookies, which the balancer's host set, go along.
                     got = client.get(path, node=node, timeout=30, cookies=client.session.cookies.get_dict())
-                except requests.RequestException:
-                    got = None
+                except requests.RequestException as exc:
+                    got, error = None, repr(exc)
                 took = time.monotonic() - at
                 body = got.json() if got is not None and got.status_code == 200 else {}
                 if got is not None:
@@ -133,6 +137,9 @@ def _user(farm: HostFarm, name: str, work: Workload, stop: threading.Event) -> N
                             bool(got and "Retry-After" in got.headers),
                             body,
                             got.headers.get("X-Progress-Source", "") if got else "",
+                            asked,
+                            node or "",
+                            error,
                         )
                     )
                 if body.get("final"):
@@ -145,6 +152,24 @@ def _user(farm: HostFarm, name: str, work: Workload, stop: threading.Event) -> N
                             work.cancelled.add(job)
                     cancel = False
                 time.sleep(0.15)
+
+
+def _when(at: float) -> str:
+    """A Unix time as the farm's logs write it (to the millisecond)."""
+    return time.strftime("%H:%M:%S", time.localtime(at)) + f".{int(at * 1000) % 1000:03d}"
+
+
+def _answers(job: str, seen: list[Seen]) -> str:
+    """A job's polls as its user saw them, to set beside the farm's logs."""
+    lines = [f"job {job}: its bar went back; each answer, in order:"]
+    for s in seen:
+        b = s.body
+        lines.append(
+            f"  {_when(s.at)} {s.via:6} {s.node or s.source or '-':28} {s.status} took {s.took:.2f}s "
+            f"{b.get('state')} {b.get('percent')}% parts={b.get('parts')} updated={b.get('updated_at')} "
+            f"beat={b.get('heartbeat_at')} {b.get('message', '')!r}"
+        )
+    return "\n".join(lines)
 
 
 def _voter(farm: HostFarm, poll: int, choices: list[int], work: Workload, stop: threading.Event) -> None:
@@ -317,7 +342,7 @@ def test_the_pool_grows_and_shrinks_under_a_running_farm(farm):
             bodies = [s.body for s in seen if s.via == via and s.body]
             assert all(body["job"] == job for body in bodies), job
             percents = [body["percent"] for body in bodies]
-            assert percents == sorted(percents), (job, via, percents)
+            assert percents == sorted(percents), _answers(job, seen)
             ends = [n for n, body in enumerate(bodies) if body["final"]]
             assert not ends or ends[0] == len(bodies) - 1, (job, via)
 
@@ -325,7 +350,11 @@ def test_the_pool_grows_and_shrinks_under_a_running_farm(farm):
     assert all(status < 500 or (status == 503 and retry) for _, status, retry in work.answers), work.answers
     slow = sorted(s.took for s in work.seen if s.took > LONGEST_WAIT)
     assert not slow, slow
-    assert all(s.status for s in work.seen), "a poll got no answer"
+    unanswered = [s for s in work.seen if not s.status]
+    assert not unanswered, "\n".join(
+        f"no answer at {_when(s.at)} via {s.via} {s.node or ''} after {s.took:.2f}s: {s.error}"
+        for s in unanswered
+    )
 
     # Every message the HTTP queue accepted was delivered; Celery ran each task once.
     assert work.put and work.put <= set(work.got), sorted(work.put - set(work.got))[:10]
