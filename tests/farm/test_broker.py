@@ -220,11 +220,19 @@ def test_the_dashboard_counts_the_brokers_queue_on_its_own_memcached(tmp_path):
         node, url = processes.gunicorn(env, tmp_path, "counted-node")
         started.append(node)
         admin = WebClient(url).login("admin", DEMO_PASSWORD)
-        page = admin.get("/admin/dashboard/live/").text
-        assert 'data-queue="brokertest"' not in page  # nothing of it on the main ring
-        row = page[page.index('data-queue="broker:brokertest"') :].split("</tr>")[0]
-        waiting, unfinished, put_in, taken_out = (int(n) for n in re.findall(r">(\d+)</td>", row)[:4])
-        assert (waiting, unfinished) == (0, 0) and put_in >= 3 and taken_out >= 3, row
+
+        def counted() -> tuple[str, tuple[int, ...]]:
+            page = admin.get("/admin/dashboard/live/").text
+            assert 'data-queue="brokertest"' not in page  # nothing of it on the main ring
+            row = page[page.index('data-queue="broker:brokertest"') :].split("</tr>")[0]
+            return row, tuple(int(n) for n in re.findall(r">(\d+)</td>", row)[:4])
+
+        row, (waiting, _, put_in, taken_out) = counted()
+        assert waiting == 0 and put_in >= 3 and taken_out >= 3, row
+        # An acked message counts as unfinished until the worker's next
+        # recovery scan moves the queue's floor past it (every second while it
+        # polls; later on a loaded machine): docs/queue.md.
+        wait_for(lambda: counted()[1][1] == 0, timeout=30, what="the floor past the three acked tasks")
 
 
 def test_a_worker_that_fails_an_ack_while_memcached_restarts_takes_tasks_again(tmp_path):
