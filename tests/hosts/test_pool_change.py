@@ -15,8 +15,9 @@ import shlex
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 
 import pytest
 import requests
@@ -88,11 +89,27 @@ class Workload:
     votes: int = 0
     put: set[str] = field(default_factory=set)
     got: Counter = field(default_factory=Counter)
+    resent: int = 0  # requests sent again after nginx closed their kept-alive connection
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def answered(self, what: str, response: requests.Response) -> None:
         with self.lock:
             self.answers[(what, response.status_code, "Retry-After" in response.headers)] += 1
+
+
+def _as_a_browser(send: Callable[[], requests.Response], work: Workload) -> requests.Response:
+    """Send a request again, once, when the kept-alive connection it went on
+    was closed under it before any answer, as a browser does: nginx closes
+    its idle connections when it reloads (the NEW stage's --at-new), and one
+    that was sent on meanwhile was never read."""
+    try:
+        return send()
+    except requests.ConnectionError as exc:
+        if "Connection aborted" not in str(exc):
+            raise
+        with work.lock:
+            work.resent += 1
+        return send()
 
 
 def _user(farm: HostFarm, name: str, work: Workload, stop: threading.Event) -> None:
@@ -119,8 +136,10 @@ def _user(farm: HostFarm, name: str, work: Workload, stop: threading.Event) -> N
                 asked, at = time.time(), time.monotonic()
                 error = ""
                 try:
-                    # A node's own address: the session's cookies, which the balancer's host set, go along.
-                    got = client.get(path, node=node, timeout=30, cookies=client.session.cookies.get_dict())
+                    # A node's own address: the session's cookies, which the balancer's
+                    # host set, go along.
+                    ask = partial(client.get, path, node=node, cookies=client.session.cookies.get_dict())
+                    got = _as_a_browser(partial(ask, timeout=30), work)
                 except requests.RequestException as exc:
                     got, error = None, repr(exc)
                 took = time.monotonic() - at
@@ -175,7 +194,7 @@ def _answers(job: str, seen: list[Seen]) -> str:
 def _voter(farm: HostFarm, poll: int, choices: list[int], work: Workload, stop: threading.Event) -> None:
     with farm.lan.inside("client"):
         while not stop.is_set():
-            answer = vote_anonymously(farm.url, poll, random.choice(choices))
+            answer = _as_a_browser(partial(vote_anonymously, farm.url, poll, random.choice(choices)), work)
             work.answered("vote", answer)
             if answer.status_code == 200:
                 with work.lock:
@@ -313,7 +332,8 @@ def test_the_pool_grows_and_shrinks_under_a_running_farm(farm):
         f"\ngrew in {_took(grew):.1f} s, shrank in {_took(shrank):.1f} s; {len(work.owner)} reports, "
         f"{len(work.cancelled)} cancelled, {len(work.seen)} polls "
         f"({sum(s.source == 'memcached' for s in work.seen)} from nginx's fast path), {work.votes} votes, "
-        f"{len(work.put)} queue messages; answers: {dict(work.answers)}"
+        f"{len(work.put)} queue messages, {work.resent} sent again on a closed connection; "
+        f"answers: {dict(work.answers)}"
     )
     assert any(s.source == "memcached" for s in work.seen)
 
