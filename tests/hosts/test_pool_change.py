@@ -191,6 +191,17 @@ def _answers(job: str, seen: list[Seen]) -> str:
     return "\n".join(lines)
 
 
+def _logged(farm: HostFarm, job: str) -> str:
+    """What the farm's processes logged of a job, and of the pool change."""
+    lines = [
+        f"{name}: {line}"
+        for name, process in farm.started.items()
+        for line in process.log().splitlines()
+        if job in line or "memcached pool" in line or " lost" in line
+    ]
+    return "\nthe farm's log lines of it:\n" + "\n".join(lines[-300:])
+
+
 def _voter(farm: HostFarm, poll: int, choices: list[int], work: Workload, stop: threading.Event) -> None:
     with farm.lan.inside("client"):
         while not stop.is_set():
@@ -362,7 +373,7 @@ def test_the_pool_grows_and_shrinks_under_a_running_farm(farm):
             bodies = [s.body for s in seen if s.via == via and s.body]
             assert all(body["job"] == job for body in bodies), job
             percents = [body["percent"] for body in bodies]
-            assert percents == sorted(percents), _answers(job, seen)
+            assert percents == sorted(percents), _answers(job, seen) + _logged(farm, job)
             ends = [n for n, body in enumerate(bodies) if body["final"]]
             assert not ends or ends[0] == len(bodies) - 1, (job, via)
 

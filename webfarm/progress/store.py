@@ -23,7 +23,7 @@ from contextlib import contextmanager, suppress
 
 from pymemcache.exceptions import MemcacheError
 
-from webfarm.core.client import MetaBatch, MetaReply, get_client, get_values, read_by_nginx
+from webfarm.core.client import MetaBatch, MetaReply, StableHashClient, get_client, get_values, read_by_nginx
 from webfarm.core.seal import seal, seal_json, unseal, unseal_json
 from webfarm.core.slots import SlotsTaken, Taking
 from webfarm.core.tampering import refused
@@ -226,7 +226,7 @@ def update(job_id: str, change: Callable[[JobRecord], bool], *, read_token: str 
             return record
         record.updated_at = time.time()
         if public is not None and record.read_token == read_token and not record.is_final:
-            stored = _cas_with_document(record, token, found.get(public, (None, None)))
+            stored = _cas_with_document(client, record, token, found.get(public, (None, None)))
         else:
             with _memcached("cas"):
                 stored = client.cas(record_key(job_id), _sealed(record), token, expire=_ttl(record))
@@ -239,12 +239,18 @@ def update(job_id: str, change: Callable[[JobRecord], bool], *, read_token: str 
     raise ProgressUnavailable(f"job {job_id}: record kept changing, update abandoned")
 
 
-def _cas_with_document(record: JobRecord, token: bytes, document_found: tuple) -> bool | None:
+def _cas_with_document(
+    client: StableHashClient, record: JobRecord, token: bytes, document_found: tuple
+) -> bool | None:
     """cas the running record and its public document in one round trip:
     True stored, False changed meanwhile, None gone. The document goes by
     its own cas (or add): should the record's cas fail, whoever changed the
-    record writes the document after it, so the last document is theirs."""
-    batch = MetaBatch()
+    record writes the document after it, so the last document is theirs.
+
+    On `client`, the ring the tokens were read on: a CAS token is its ring's
+    (a ChangingRing's say which server issued them), and the process may
+    have moved to the next stage of a pool change since the read."""
+    batch = MetaBatch(client)
     stored = batch.set(record_key(record.job), f"T{_ttl(record)}", f"C{int(token)}", value=_sealed(record))
     public, document, expire = _public_document(record)
     current, current_token = document_found
