@@ -34,6 +34,7 @@ SPLIT = {"date_from": "2024-01-01", "date_to": "2025-12-31"}  # sales-by-region,
 PART_ROWS = 4000
 CANCEL_SHARE = 0.25
 QUEUE = "poolchange"
+JSON = {"Accept": "application/json"}
 # No poll may wait longer: nginx's fast path timeout, then Django's memcached
 # timeout once (tests/hosts/test_hosts.py), and a loaded machine's margin.
 LONGEST_WAIT = 3.0
@@ -119,7 +120,8 @@ def _user(farm: HostFarm, name: str, work: Workload, stop: threading.Event) -> N
     with farm.lan.inside("client"):
         client = WebClient(farm.url).login(name)
         while not stop.is_set():
-            answer = client.post("/reports/sales-by-region/", SPLIT, headers={"Accept": "application/json"})
+            start = partial(client.post, "/reports/sales-by-region/", SPLIT, headers=JSON)
+            answer = _as_a_browser(start, work)
             work.answered("start", answer)
             if answer.status_code != 202:
                 stop.wait(1.0)
@@ -138,8 +140,10 @@ def _user(farm: HostFarm, name: str, work: Workload, stop: threading.Event) -> N
                 try:
                     # A node's own address: the session's cookies, which the balancer's
                     # host set, go along.
-                    ask = partial(client.get, path, node=node, cookies=client.session.cookies.get_dict())
-                    got = _as_a_browser(partial(ask, timeout=30), work)
+                    ask = partial(
+                        client.get, path, node=node, cookies=client.session.cookies.get_dict(), timeout=30
+                    )
+                    got = _as_a_browser(ask, work)
                 except requests.RequestException as exc:
                     got, error = None, repr(exc)
                 took = time.monotonic() - at
@@ -164,7 +168,7 @@ def _user(farm: HostFarm, name: str, work: Workload, stop: threading.Event) -> N
                 if body.get("final"):
                     break
                 if cancel and body.get("percent", 0) > 0:
-                    taken = client.post(f"/progress/{job}/cancel/")
+                    taken = _as_a_browser(partial(client.post, f"/progress/{job}/cancel/"), work)
                     work.answered("cancel", taken)
                     if taken.status_code in (200, 202):
                         with work.lock:

@@ -159,6 +159,33 @@ def test_after_the_last_walk_the_new_ring_alone_finds_every_value(rings, three_m
     assert all(new.get(key) == f"value of {key}".encode() for key in keys)
 
 
+def test_the_change_walks_again_until_a_walk_finds_nothing_to_move(rings, monkeypatch):
+    """memcached's listing can miss an item it moves between its LRUs during
+    the walk: the change walks once more after a walk that moved values,
+    and the value the first walk missed reaches its new server."""
+    from webfarm.core import poolchange
+    from webfarm.core.client import changing
+
+    old, lead, new = rings["old"], rings["lead"], rings["new"]
+    keys = moving_keys(lead, 5, "missed")
+    for key in keys:
+        old.set(key, f"value of {key}".encode(), expire=600)
+    listing, walks = changing.namespace_keys, []
+
+    def missing_one_the_first_time(ring, *args, **kwargs):
+        walks.append(ring)
+        for found in listing(ring, *args, **kwargs):
+            if len(walks) > 1 or not found[1].endswith(keys[0]):
+                yield found
+
+    monkeypatch.setattr(changing, "namespace_keys", missing_one_the_first_time)
+    said: list[str] = []
+    poolchange._migrate(lead, say=said.append)
+    assert [line.split(":")[0] for line in said] == ["walk 1", "walk 2", "walk 3"], said
+    assert "walk 2: 1 values moved" in said[1] and "walk 3: 0 values moved" in said[2], said
+    assert all(new.get(key) == f"value of {key}".encode() for key in keys)
+
+
 def test_a_reader_between_a_moves_two_writes_takes_the_tombstones_value(rings):
     old, follow, new = rings["old"], rings["follow"], rings["new"]
     key = moving_keys(follow, 1)[0]

@@ -40,7 +40,7 @@ from webfarm.core.models import PoolChange, PoolMember
 from webfarm.core.pool import Plan, Stage, member_ttl, read_plan, servers_of, stale
 
 ORDER = (Stage.FOLLOW, Stage.LEAD, Stage.NEW, Stage.DONE)
-# Walks of the old servers before one finds nothing left to move.
+# Walks of the old servers, at most, until one finds nothing left to move.
 WALKS = 5
 # Member rows older than this are deleted when a change starts.
 FORGET_MEMBERS = timedelta(days=1)
@@ -216,15 +216,20 @@ def laggards(row: PoolChange, stage: Stage) -> list[str]:
 
 
 def _migrate(ring: ChangingRing, *, say: Say) -> None:
+    """Walk the old servers until a walk finds no value left to move. Once
+    every process leads, none puts a value there; but memcached's listing
+    (lru_crawler metadump) can miss an item it moves between its LRUs while
+    the walk runs, and a value left there is lost to the new ring. So a
+    walk that moved values is checked by another."""
     for walk in range(1, WALKS + 1):
         walked = migrate(ring)
         say(
             f"walk {walk}: {walked.moved} values moved, {walked.tombstones} already moved, "
             f"{walked.dark} documents nginx reads put out, {walked.stayed} staying"
         )
-        if not walked.lost_races:
+        if not walked.moved and not walked.lost_races:
             return
-    raise PoolChangeError(f"values kept changing under {WALKS} walks: run the command again")
+    raise PoolChangeError(f"values still to move after {WALKS} walks: run the command again")
 
 
 def _drained(old: object, *, say: Say, wait: float) -> None:

@@ -117,7 +117,8 @@ def scan_order_lines(
     """
     lo, hi = ids if ids is not None else order_line_ids()
     total = max(hi - lo + 1, 0)
-    chunk, pause = get_config()["CHUNK_ROWS"], get_config()["CHUNK_PAUSE"]
+    config = get_config()
+    chunk, pause = config["CHUNK_ROWS"], config["CHUNK_PAUSE"]
     reporter.stage("reading orders", total=total, message="reading order lines")
     line_fields = [name for name in fields if not name.startswith("order__")]
     order_fields = [name.removeprefix("order__") for name in fields if name.startswith("order__")]
