@@ -323,18 +323,22 @@ def test_the_pool_grows_and_shrinks_under_a_running_farm(farm):
     loops.append(threading.Thread(target=_queue, args=(farm, work, stop), daemon=True))
     for loop in loops:
         loop.start()
-    processes.wait_for(lambda: len(work.owner) >= len(USERS), timeout=60, what="a report of each user")
-    grew = _change_pool(farm, ("mc1", "mc2", "mc3"))
-    processes.wait_for(
-        lambda: len(work.owner) >= 2 * len(USERS), timeout=120, what="reports on three servers"
-    )
-    shrank = _change_pool(farm, ("mc1", "mc2"))
-    started = len(work.owner)
-    processes.wait_for(lambda: len(work.owner) > started, timeout=120, what="a report after the change")
-    stop.set()
-    for loop in loops:
-        loop.join(timeout=300)
-        assert not loop.is_alive(), loop
+    try:
+        processes.wait_for(lambda: len(work.owner) >= len(USERS), timeout=60, what="a report of each user")
+        grew = _change_pool(farm, ("mc1", "mc2", "mc3"))
+        processes.wait_for(
+            lambda: len(work.owner) >= 2 * len(USERS), timeout=120, what="reports on three servers"
+        )
+        shrank = _change_pool(farm, ("mc1", "mc2"))
+        started = len(work.owner)
+        processes.wait_for(lambda: len(work.owner) > started, timeout=120, what="a report after the change")
+    finally:
+        # Also when a step failed: the users stop before their farm does, not
+        # in the tests that run next on this worker.
+        stop.set()
+        for loop in loops:
+            loop.join(timeout=300)
+    assert not [loop for loop in loops if loop.is_alive()], loops
     assert all("running sh -c" in said and "done: the farm uses" in said for said in (grew, shrank)), (
         grew,
         shrank,

@@ -486,12 +486,18 @@ def test_a_moving_document_nginx_reads_goes_dark_never_a_tombstone(rings):
 def test_migrate_leaves_the_keys_a_group_keeps_together_where_they_are(rings):
     """A queue's entries, a scope's slots and the broker's keys live on
     their group's server, not their own key's: moving one alone would put
-    a tombstone where the queue reads a message."""
+    a tombstone where the queue reads a message. memo's values and the
+    queue front's byte count live where their callers route them, on the
+    old list's server until the change's NEW stage: moved, memo read the
+    tombstone as a planted value, computed again and wrote it back there,
+    and every walk found it to move again."""
+    from webfarm.core.memo import memo_key
+    from webfarm.queues.front import FRONT_BYTES
+
     old, lead = rings["old"], rings["lead"]
+    prefixes = ("q:votes:ab12cd34:m:", "dq:votes:ab12cd34:m:", "slot:alice:", "broker:q:celery:1:m:")
     grouped = [
-        k
-        for prefix in ("q:votes:ab12cd34:m:", "dq:votes:ab12cd34:m:", "slot:alice:", "broker:q:celery:1:m:")
-        for k in moving_keys(lead, 2, prefix)
+        k for prefix in (*prefixes, memo_key("dashboard:"), FRONT_BYTES) for k in moving_keys(lead, 2, prefix)
     ]
     for key in grouped:
         old.set(key, b"entry " + key.encode(), expire=60)

@@ -25,7 +25,7 @@ from typing import Any
 
 from pymemcache.exceptions import MemcacheError
 
-from webfarm.core.client import MetaReply, get_client, meta_get, server_client
+from webfarm.core.client import MetaReply, get_client, kept_together, meta_get, server_client
 from webfarm.core.seal import seal, unseal
 from webfarm.core.tampering import refused
 
@@ -65,8 +65,16 @@ def ask_flags(stale_for: int, lock_for: int = 60) -> tuple[str, ...]:
     return ("v", f"N{lock_for}", f"R{stale_for}")
 
 
+# A value lives on the server its key hashes to on the ring the process
+# reads (server_client): through a pool change, the old list's, until every
+# process is on the new one, where a miss recomputes it. So the change's
+# walk leaves it there: moved, it would leave a tombstone where get_or_set
+# reads its value (webfarm.core.client.changing).
+MEMO_KEYS = kept_together("memo:")
+
+
 def memo_key(key: str) -> str:
-    return f"memo:{key}"
+    return f"{MEMO_KEYS}{key}"
 
 
 def settle(
@@ -128,7 +136,7 @@ def forget(key: str, *, warn: bool = True) -> bool:
     False when memcached could not be reached: the old value then lives out
     its time to live. A caller that says so itself passes warn=False."""
     try:
-        get_client().delete(f"memo:{key}")
+        get_client().delete(memo_key(key))
     except (MemcacheError, OSError) as exc:
         if warn:
             logger.warning("get_or_set(%s) could not be forgotten: %s", key, exc)

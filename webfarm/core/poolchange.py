@@ -229,7 +229,10 @@ def _migrate(ring: ChangingRing, *, say: Say) -> None:
         )
         if not walked.moved and not walked.lost_races:
             return
-    raise PoolChangeError(f"values still to move after {WALKS} walks: run the command again")
+    raise PoolChangeError(
+        f"values still to move after {WALKS} walks (the last moved {', '.join(walked.keys) or 'none'}): "
+        "a process writes them on the old servers without following the pool. Run the command again"
+    )
 
 
 def _drained(old: object, *, say: Say, wait: float) -> None:

@@ -36,7 +36,7 @@ from typing import Any
 
 from pymemcache.exceptions import MemcacheClientError, MemcacheError
 
-from webfarm.core.client import get_client, server_client
+from webfarm.core.client import get_client, kept_together, server_client
 from webfarm.queues import registry
 from webfarm.queues.conf import default_queue, get_config
 from webfarm.queues.exceptions import InvalidQueueName, QueueError, QueueUnavailable
@@ -151,7 +151,9 @@ def for_reading(name: str) -> None:
 _recounted: dict[str, float] = {}
 # queue name -> (generation, tail, entries from the floor to it) as last counted.
 _message_counts: dict[str, tuple[str, int, int]] = {}
-FRONT_BYTES = "q-front:bytes"
+# On its own server (server_client), as a queue's keys are: through a pool
+# change, the old list's until every process is on the new one.
+FRONT_BYTES = kept_together("q-front:") + "bytes"
 
 
 def admit(queue: Queue, body_size: int) -> None:

@@ -66,6 +66,8 @@ FRESH = 10.0
 MAX_RELATIVE_EXPIRE = 30 * 24 * 3600
 # Tries of a write that lost a race for the old server's value.
 TRIES = 8
+# Keys a walk names of those it moved.
+MOVED_NAMED = 10
 
 
 class Phase(StrEnum):
@@ -367,6 +369,7 @@ class Moved:
     stayed: int = 0  # keys of the namespace whose server does not change
     lost_races: int = 0  # keys whose value kept changing: the next walk moves them
     dark: int = 0  # keys nginx reads, deleted (they are written again after the change)
+    keys: list[str] = field(default_factory=list)  # the first few moved, to name them
 
 
 def migrate(ring: ChangingRing) -> Moved:
@@ -393,6 +396,8 @@ def migrate(ring: ChangingRing) -> Moved:
             if ring.old.cas(key, tombstone(value, expire), token, expire=expire, noreply=False):
                 ring.new.add(key, value, expire=expire, noreply=False)
                 walked.moved += 1
+                if len(walked.keys) < MOVED_NAMED:
+                    walked.keys.append(key)
                 break
         else:
             walked.lost_races += 1

@@ -38,8 +38,11 @@ def kept_together(prefix: str) -> str:
     """Keys that start with `prefix` live on the server of a group they
     belong to (a queue's on "q:<name>"'s, a scope's slots on "slot:<scope>"'s),
     not on their own key's, or are another namespace's under this one (the
-    broker's "<namespace>:broker:"): a pool change moves them by their group
-    (webfarm/queues/leftovers.py), never one by one."""
+    broker's "<namespace>:broker:"), or are read and written on one server
+    by callers that route them themselves (server_client: memo's values, the
+    queue front's byte count): a pool change moves them by their group
+    (webfarm/queues/leftovers.py), or leaves them to be made again on the
+    new list, never one by one."""
     return _kept_together.add(prefix)
 
 
