@@ -68,6 +68,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # farms' nodes serve them.
     if not hasattr(session.config, "workerinput"):
         processes.collect_static_files()
+        processes.templates()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):
+        processes.remove_templates()
 
 
 @pytest.fixture(scope="session")
@@ -262,8 +268,7 @@ def farm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
             # sales report in parts, on a farm of its own.
             "REPORTS_PART_ROWS": "0",
         }
-        processes.manage(env, "migrate", "--no-input", "-v", "0")
-        processes.manage(env, "seed_demo", "-v", "0")
+        processes.migrated_and_seeded(env)
         worker = processes.celery_worker(env, base, "worker-a")
         started.append(worker)
         node_a, url_a = processes.gunicorn(env, base, "node-a")

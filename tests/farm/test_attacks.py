@@ -73,8 +73,7 @@ def farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Farm]:
             HASH_COUNT_FILE=tmp_path / "hashes",
             LIMITS_LOGIN_FAILURES=LOGIN_FAILURES,
         )
-        processes.manage(env, "migrate", "--no-input", "-v", "0")
-        processes.manage(env, "seed_demo", "-v", "0")
+        processes.migrated_and_seeded(env)
         started.append(processes.celery_worker(env, tmp_path, "attacks-worker"))
         web, base = processes.gunicorn(env, tmp_path, "attacks-node")
         started.append(web)

@@ -206,8 +206,7 @@ def test_the_dashboard_counts_the_brokers_queue_on_its_own_memcached(tmp_path):
     with processes.stopped_after() as started:
         broker, _, _, _ = _broker_apart(tmp_path, started, "counted")
         env = {**broker.env, "DEMO_PASSWORD": DEMO_PASSWORD, "DEMO_ORDERS": "100"}
-        processes.manage(env, "migrate", "--no-input", "-v", "0")
-        processes.manage(env, "seed_demo", "-v", "0")
+        processes.migrated_and_seeded(env)
         keys = [uuid.uuid4().hex for _ in range(3)]
         processes.manage(
             env,

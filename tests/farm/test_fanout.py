@@ -105,8 +105,7 @@ def fanout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fanout]:
             REAP_EVERY=1,
             LIMITS_REPORTS_PER_USER=10,
         )
-        processes.manage(env, "migrate", "--no-input", "-v", "0")
-        processes.manage(env, "seed_demo", "-v", "0")
+        processes.migrated_and_seeded(env)
         web, url = processes.gunicorn(env, base, "fanout-node")
         started.append(web)
         started.append(processes.celery_beat(env, base, "fanout-beat"))

@@ -72,8 +72,7 @@ def delivery(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Delivery]:
             LIMITS_REPORTS_PER_USER=10,
             LIMITS_REPORTS_PER_KIND=10,
         )
-        processes.manage(env, "migrate", "--no-input", "-v", "0")
-        processes.manage(env, "seed_demo", "-v", "0")
+        processes.migrated_and_seeded(env)
         web, url = processes.gunicorn(env, base, "delivery-node")
         started.append(web)
         farm = Delivery(dir=base, env=env, memcached=mc, port=int(address.rsplit(":", 1)[1]), node=url)
@@ -246,8 +245,7 @@ def test_a_broker_too_full_to_take_the_task_gets_503_and_frees_everything(tmp_pa
             DEMO_ORDERS=100,
             LIMITS_REPORTS_PER_USER=1,  # a start that kept its slot would block the next one
         )
-        processes.manage(env, "migrate", "--no-input", "-v", "0")
-        processes.manage(env, "seed_demo", "-v", "0")
+        processes.migrated_and_seeded(env)
         web, url = processes.gunicorn(env, tmp_path, "full-node")
         started.append(web)
         _fill(broker_address)

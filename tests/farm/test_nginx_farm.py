@@ -83,8 +83,7 @@ def nginx_farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NginxFarm]:
             "LIMITS_REPORTS_PER_USER": "10",
             "LIMITS_REPORTS_PER_KIND": "50",
         }
-        processes.manage(env, "migrate", "--no-input", "-v", "0")
-        processes.manage(env, "seed_demo", "-v", "0")
+        processes.migrated_and_seeded(env)
         for name in ("worker-1", "worker-2"):
             started.append(processes.celery_worker(env, base, name, concurrency=1))
         nodes, ports, urls = {}, {}, []

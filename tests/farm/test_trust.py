@@ -65,8 +65,7 @@ def test_a_pickle_planted_under_every_key_runs_nothing(tmp_path):
             # A planted slot holds one of alice's until it lapses (a refusal, by design).
             LIMITS_REPORTS_PER_USER=4,
         )
-        processes.manage(env, "migrate", "--no-input", "-v", "0")
-        processes.manage(env, "seed_demo", "-v", "0")
+        processes.migrated_and_seeded(env)
         worker = processes.celery_worker(env, tmp_path, "trust-worker")
         started.append(worker)
         started.append(processes.celery_beat(env, tmp_path, "trust-beat"))
