@@ -2,7 +2,7 @@
 the fan-out tests and bench/fanout.py: loaded by the workers with
 --include, and by the process that starts the jobs. Each part and each
 merge notes itself in memcached (`splittest:<job>:...`), where the test
-reads how often each ran and where."""
+reads how often each ran and where, and when each step of a part ended."""
 
 import os
 import time
@@ -56,6 +56,8 @@ class SplitSleep(JobType):
             if params.get("fail") == n and step == STEPS // 2:
                 raise JobFailed(f"Part {n + 1} found a row it cannot read.")
             tracker.reporter.update(step)
+            # When each step's update returned: the cancel test counts those after its cancel.
+            _note(job.id, f"steps{n}", f"{time.time():.3f}")
         return {"n": n}
 
     def merge(self, *, job: Job, parts: list[JobPart], params: dict[str, Any], tracker: Tracker) -> JobResult:
