@@ -325,8 +325,7 @@ def migrated_and_seeded(env: dict) -> None:
     a core-second per thousand orders (docs/testing.md, "Time")."""
     url = env.get("DATABASE_URL", "")
     if not url.startswith("sqlite:///"):
-        manage(env, "migrate", "--no-input", "-v", "0")
-        manage(env, "seed_demo", "-v", "0")
+        _migrate_and_seed(env)
         return
     target = Path(url.removeprefix("sqlite:///"))
     dataset = sorted((k, v) for k, v in env.items() if k.startswith("DEMO_") or k == "DJANGO_SETTINGS_MODULE")
@@ -335,14 +334,17 @@ def migrated_and_seeded(env: dict) -> None:
     with open(made / "lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another xdist worker may be making it
         if not (made / "done").exists():
-            own = {**env, "DATABASE_URL": f"sqlite:///{made / 'db.sqlite3'}"}
-            manage(own, "migrate", "--no-input", "-v", "0")
-            manage(own, "seed_demo", "-v", "0")
+            _migrate_and_seed({**env, "DATABASE_URL": f"sqlite:///{made / 'db.sqlite3'}"})
             (made / "done").touch()
     # SQLite in WAL mode: what a last checkpoint left in the log goes with the file.
     for suffix in ("", "-wal"):
         if (made / f"db.sqlite3{suffix}").exists():
             shutil.copyfile(made / f"db.sqlite3{suffix}", f"{target}{suffix}")
+
+
+def _migrate_and_seed(env: dict) -> None:
+    manage(env, "migrate", "--no-input", "-v", "0")
+    manage(env, "seed_demo", "-v", "0")
 
 
 def remove_templates() -> None:
