@@ -21,6 +21,8 @@ from functools import partial
 
 import pytest
 import requests
+from pymemcache.client.base import Client as PlainClient
+from pymemcache.exceptions import MemcacheError
 
 from tests.harness import hosts, keyspace, processes
 from tests.harness.hostfarm import HOSTS, MEMCACHED_PORT, HostFarm, host_farm, render_balancer
@@ -91,6 +93,9 @@ class Workload:
     put: set[str] = field(default_factory=set)
     got: Counter = field(default_factory=Counter)
     resent: int = 0  # requests sent again after nginx closed their kept-alive connection
+    # Each job's record as every memcached server held it, sampled while the pool
+    # changes: (time, server, what it held), for a failure to show where a value lived.
+    held: dict[str, list[tuple[float, str, str]]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def answered(self, what: str, response: requests.Response) -> None:
@@ -195,6 +200,11 @@ def _answers(job: str, seen: list[Seen]) -> str:
     return "\n".join(lines)
 
 
+def _servers(work: Workload, job: str) -> str:
+    lines = [f"  {_when(at)} {host}: {held}" for at, host, held in work.held.get(job, [])]
+    return "\nwhat each memcached server held of its record, as it changed:\n" + "\n".join(lines)
+
+
 def _logged(farm: HostFarm, job: str) -> str:
     """What the farm's processes logged of a job, and of the pool change."""
     lines = [
@@ -273,6 +283,50 @@ def _total(counters: dict[str, int], name: str, **labels: str) -> int:
     return sum(value for key, value in counters.items() if matches(key))
 
 
+STAMPS = re.compile(rb'"percent":([0-9.]+|null).*"updated_at":([0-9.]+)')
+
+
+def _held(raw: bytes | None) -> str:
+    """What a server holds of a record, in a few characters: a miss, a
+    value (its percent and updated_at), or a tombstone and what it carries."""
+    if raw is None:
+        return "-"
+    kind = "tombstone of " if raw.startswith(b"\x00webfarm-moved:") else ""
+    found = STAMPS.search(raw)
+    return f"{kind}{found.group(1).decode()}% updated {_when(float(found.group(2)))}" if found else kind + "?"
+
+
+def _sampler(farm: HostFarm, work: Workload, stop: threading.Event) -> None:
+    """Read each job's record on every memcached server, raw, every 50 ms."""
+    servers = {h: f"{farm.address(h)}:{MEMCACHED_PORT}" for h in ("mc1", "mc2", "mc3")}
+    with farm.lan.inside("client"):
+        clients = {h: PlainClient(a, connect_timeout=1, timeout=1) for h, a in servers.items()}
+        try:
+            _sample(clients, work, stop)
+        finally:
+            for client in clients.values():
+                client.close()
+
+
+def _sample(clients: dict[str, PlainClient], work: Workload, stop: threading.Event) -> None:
+    last: dict[tuple[str, str], str] = {}
+    while not stop.wait(0.05):
+        with work.lock:
+            jobs = list(work.owner)
+        keys = [f"{NAMESPACE}:job:{job}" for job in jobs]
+        for host, client in clients.items():
+            try:
+                found = client.get_many(keys) if keys else {}
+            except (MemcacheError, OSError):  # mc3 before it starts, after it stops
+                continue
+            for job, key in zip(jobs, keys, strict=True):
+                held = _held(found.get(key))
+                if last.get((job, host)) != held:
+                    last[(job, host)] = held
+                    with work.lock:
+                        work.held.setdefault(job, []).append((time.time(), host, held))
+
+
 def _change_pool(farm: HostFarm, to: tuple[str, ...]) -> str:
     """The operators' command, on web1; at NEW, nginx reloaded with a
     configuration rendered from the new list (as docs/farm.md says)."""
@@ -321,6 +375,7 @@ def test_the_pool_grows_and_shrinks_under_a_running_farm(farm):
     loops = [threading.Thread(target=_user, args=(farm, name, work, stop), daemon=True) for name in USERS]
     loops.append(threading.Thread(target=_voter, args=(farm, poll, choices, work, stop), daemon=True))
     loops.append(threading.Thread(target=_queue, args=(farm, work, stop), daemon=True))
+    loops.append(threading.Thread(target=_sampler, args=(farm, work, stop), daemon=True))
     for loop in loops:
         loop.start()
     try:
@@ -381,7 +436,9 @@ def test_the_pool_grows_and_shrinks_under_a_running_farm(farm):
             bodies = [s.body for s in seen if s.via == via and s.body]
             assert all(body["job"] == job for body in bodies), job
             percents = [body["percent"] for body in bodies]
-            assert percents == sorted(percents), _answers(job, seen) + _logged(farm, job)
+            assert percents == sorted(percents), (
+                _answers(job, seen) + _logged(farm, job) + _servers(work, job)
+            )
             ends = [n for n, body in enumerate(bodies) if body["final"]]
             assert not ends or ends[0] == len(bodies) - 1, (job, via)
 
