@@ -125,15 +125,16 @@ def test_no_call_tries_a_down_server_again_the_prober_does(two_servers, silent):
     dead_key = _key_on(dead, "k")
     _mark_down(ring, dead_key)
     tried, probes = silent.received, silent.connections
-    slowest: list[float] = []
+    refused: list[int] = []
 
     def calls() -> None:
         deadline = time.monotonic() + 4 * 0.5  # four RETRY_DOWN periods
         while time.monotonic() < deadline:
-            began = time.monotonic()
+            # ServerDown, not a timeout: refused without trying (a try that
+            # failed raises TimeoutError after 0.3 s).
             with pytest.raises(health.ServerDown, match="is down"):
                 ring.get(dead_key)
-            slowest.append(time.monotonic() - began)
+            refused.append(1)
             time.sleep(0.01)
 
     threads = [threading.Thread(target=calls) for _ in range(4)]
@@ -141,8 +142,7 @@ def test_no_call_tries_a_down_server_again_the_prober_does(two_servers, silent):
         thread.start()
     for thread in threads:
         thread.join()
-    assert len(slowest) > 40
-    assert max(slowest) < 0.1, max(slowest)  # the timeout is 0.3 s: none paid it
+    assert len(refused) > 40
 
     # The prober asked meanwhile, each time on a new connection: a version
     # request, never a call's command.

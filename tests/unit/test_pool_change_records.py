@@ -3,10 +3,12 @@ change, on three real memcached servers: each simulated process follows the
 plan on a thread of its own, at moments of its own, as webfarm.core.pool's
 follower does, while its writers and readers are in the middle of calls."""
 
+import json
 import random
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
@@ -269,3 +271,46 @@ def test_an_update_whose_process_moves_on_between_its_read_and_its_write_is_stor
     stored = store.update(job, bump, read_token=token)
     assert stored is not None and stored.current == 1
     assert store.read(job).current == 1
+
+
+@pytest.mark.parametrize(
+    "earlier, later",
+    [("plain", Stage.FOLLOW), (Stage.NEW, Stage.LEAD)],
+    ids=["plain-then-follow", "new-then-lead"],
+)
+def test_a_document_one_process_published_is_not_left_behind_by_another_that_keeps_it_dark(
+    world, three_memcached, settings, earlier, later
+):
+    """Where two stages meet, a process that publishes a job's document (on
+    the plain ring) and one that keeps it dark (a moving document, on a
+    ChangingRing) both write the record. The document the first published
+    must not outlive the record's next write by the second: nginx, or a web
+    node at NEW, would serve the older progress until the document lapsed."""
+    old, new = tuple(three_memcached), tuple(three_memcached[:2])
+    ns = settings.MEMCACHED["NAMESPACE"]
+    plans = {stage: Plan(new, old, stage, 1) for stage in (Stage.FOLLOW, Stage.LEAD, Stage.NEW)}
+    plans["plain"] = Plan(old)
+    probe = ChangingRing(build_client(old, ns), build_client(new, ns), Phase.LEAD)
+    token = new_read_token()
+    job = next(j for j in iter(new_job_id, None) if probe.dark(store.public_key(j, token)))
+    publisher, darkener = world.processes[:2]
+    publisher.plan, darkener.plan = plans[earlier], plans[later]
+    world.local.process = publisher
+    store.create(JobRecord(job=job, owner=1, kind="demo", state=State.RUNNING, read_token=token))
+
+    def to(percent: float) -> Callable[[JobRecord], bool]:
+        def change(record: JobRecord) -> bool:
+            record.percent = percent
+            return True
+
+        return change
+
+    assert store.update(job, to(10.0), read_token=token) is not None
+    assert json.loads(store.read_public(job, token))["percent"] == 10.0
+    world.local.process = darkener
+    assert store.update(job, to(20.0), read_token=token) is not None
+    world.local.process = publisher
+    # What the publisher's readers (nginx's ring, a web node's) find: the
+    # newer progress, or no document (then the record answers).
+    document = store.read_public(job, token)
+    assert document is None or json.loads(document)["percent"] == 20.0, document

@@ -130,7 +130,9 @@ def create(
     published = None
     if record.read_token:
         public, document, expire = _public_document(record)
-        published = batch.set(public, f"T{expire}", "ME", value=document)
+        # Dark while the pool changes (a new job's: none to put out either).
+        if not batch.ring.dark(public):
+            published = batch.set(public, f"T{expire}", "ME", value=document)
     counted = [
         batch.set(counter, f"T{_ttl(record)}", value=str(value).encode())
         for counter, value in (counters or {}).items()
@@ -326,6 +328,8 @@ def _publish_over_older(record: JobRecord) -> None:
     key, document, expire = _public_document(record)
     ours = iso(record.updated_at) or ""
     client = get_client()
+    if client.dark(key):
+        return  # the pool changes: the record's write put it out, and it stays out
     try:
         for _ in range(CAS_ATTEMPTS):
             current, token = client.gets(key)
@@ -394,7 +398,10 @@ def republish(record: JobRecord) -> None:
         return
     key, document, expire = _public_document(record)
     try:
-        get_client().add(key, document, expire=expire)
+        client = get_client()
+        if client.dark(key):
+            return  # the pool changes: it stays missing, and the poll costs no trip more
+        client.add(key, document, expire=expire)
     except (MemcacheError, OSError) as exc:
         logger.warning("job %s: progress document not published again: %s", record.job, exc)
 

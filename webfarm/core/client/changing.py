@@ -32,9 +32,11 @@ After FRESH seconds a carried value is stale and is never used.
 
 Keys nginx reads (read_by_nginx: the public progress documents) take no
 part in this: nginx cannot follow a tombstone, and would serve it. A moving
-one goes dark for the change: a write deletes it on both servers, a read
+one goes dark for the change: a write deletes it on both servers (an add,
+on the server where a process of a plain ring beside this phase publishes
+it: the old one beside followers, the new one beside leaders), a read
 misses, so nginx asks Django, which reads the job's record through this
-ring. Once the change is done, writers publish on the new server again.
+ring. Processes at NEW publish on the new server again.
 
 No writer puts a value on the old server over a tombstone: followers write
 there by CAS or add only, leaders never. So a tombstone, once written, is
@@ -269,9 +271,14 @@ class ChangingRing:
         if not self.moving(key):
             return self.new.add(key, value, expire=expire, noreply=noreply)
         if is_read_by_nginx(key):
-            # A dark document stays missing, and an add puts back only what
-            # is missing (a poll's republish): nothing to send. What a process
-            # not yet following wrote goes at the next write or the walk.
+            # Not stored, and put out where a process on a plain ring may
+            # have published it: where two stages meet, one not yet following
+            # (beside followers) writes the old server, one already at NEW
+            # (beside leaders) the new one. Left there, a document older than
+            # the record this add follows would be served (by nginx, by a web
+            # node at NEW) until it lapsed.
+            side = self.old if self.phase is Phase.FOLLOW else self.new
+            side.delete(key, noreply=False)
             return False
         for _ in range(TRIES):
             first = value if self.phase is Phase.FOLLOW else tombstone(value, expire)

@@ -29,6 +29,11 @@ class StableHashClient(HashClient):
         prefix = kwargs.get("key_prefix", b"")
         super().__init__(servers, hasher=lambda: FarmHash(prefix), **kwargs)
 
+    def dark(self, key: str) -> bool:
+        """Whether `key` is a document nginx reads that a pool change keeps
+        dark: never on one list of servers (ChangingRing says otherwise)."""
+        return False
+
     def _mark_failed_server(self, server: object) -> None:
         return None
 
