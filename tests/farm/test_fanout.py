@@ -7,6 +7,7 @@ a cancel; a part that fails; limits that count the job once."""
 import csv
 import io
 import json
+import os
 import re
 import signal
 import time
@@ -160,9 +161,22 @@ def test_a_part_whose_worker_dies_runs_again_alone(fanout):
     alice = fanout.client()
     job = fanout.start_split("alice", parts=4, seconds=10 * STEP_SECONDS)
     alice.wait_until(job, lambda p: p["parts"]["running"] == 2, what="a part on each worker")
-    on_w1 = [p for p in fanout.parts(job) if p["state"] == "running" and p["worker"].startswith("w1@")]
-    assert len(on_w1) == 1
-    fanout.workers["w1"].stop(signal.SIGKILL)
+    w1 = fanout.workers["w1"]
+    assert w1.proc is not None
+
+    def held_in_a_part() -> list[dict]:
+        # Held where it is while the rows are read: a part lasts seconds, and
+        # on a loaded machine the read alone (a manage.py process) took nine,
+        # by when w1's parts had all ended. Between two parts it goes on.
+        os.killpg(w1.proc.pid, signal.SIGSTOP)
+        on_w1 = [p for p in fanout.parts(job) if p["state"] == "running" and p["worker"].startswith("w1@")]
+        if not on_w1:
+            os.killpg(w1.proc.pid, signal.SIGCONT)
+        return on_w1
+
+    on_w1 = processes.wait_for(held_in_a_part, timeout=60, what="w1 held while it runs a part")
+    assert len(on_w1) == 1, on_w1
+    w1.stop(signal.SIGKILL)
     fanout.worker("w3")
     seen = _follow(alice, job)
     assert seen[-1]["state"] == "succeeded" and seen[-1]["message"] == "4 parts, sum 6", seen[-1]

@@ -3,8 +3,10 @@ every farm process it starts (they inherit DJANGO_SETTINGS_MODULE from
 pyproject.toml's pytest settings): the site's own, with the tests' quick
 password hasher (tests/harness/hashers.py)."""
 
+import django
+
 from demofarm.settings import *  # noqa: F403 (the site's own settings, as they are)
-from demofarm.settings import DATABASES
+from demofarm.settings import BASE_DIR, DATABASES
 
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The in-process tests' database is Django's in-memory one, whose
@@ -16,3 +18,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["OPTIONS"]["init_command"] += " PRAGMA read_uncommitted=1;"
 
 PASSWORD_HASHERS = ["tests.harness.hashers.QuickHasher"]
+
+# The static files each Django collects, its admin's among them: the two legs
+# of `make test` (Django 5.2 and 6.1) run side by side, and one collecting
+# into the other's folder would change the files and manifest its farms serve.
+STATIC_ROOT = BASE_DIR / "var" / f"static-django-{django.get_version()}"

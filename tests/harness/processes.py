@@ -470,6 +470,8 @@ def nginx(
     """The farm's nginx (deploy/nginx) on a free port, in front of `web`,
     its fast path serving `hosts` (the demo's ALLOWED_HOSTS, as the farms'
     nodes have it) and refusing `refused_agents` (pattern, ignoring case)."""
+    from django.conf import settings
+
     from demofarm.farm import Served, nginx_argv, render_nginx
 
     port = free_port()
@@ -479,6 +481,7 @@ def nginx(
         memcached=memcached,
         namespace=namespace,
         run_dir=log_dir / f"nginx-{port}",
+        static_root=Path(settings.STATIC_ROOT),  # where the run collected them (tests/conftest.py)
         access_log=str(log_dir / f"nginx-{port}-access.log") if access_log else "off",
         served=Served(hosts=hosts, refused_agents=refused_agents),
     )
