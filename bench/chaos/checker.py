@@ -50,6 +50,7 @@ class Outcome:
 
     def fail(self, what: str) -> None:
         self.violations.append(what)
+        print(f"  violated: {what}", flush=True)
 
     @contextmanager
     def timed(self, phase: str) -> Iterator[None]:
@@ -57,7 +58,9 @@ class Outcome:
         try:
             yield
         finally:
-            self.figures.setdefault("seconds", {})[phase] = round(time.monotonic() - began, 1)
+            took = self.figures.setdefault("seconds", {})[phase] = round(time.monotonic() - began, 1)
+            # Said as it ends: a run stopped by a timeout shows where its time went.
+            print(f"  {phase}: {took} s", flush=True)
 
 
 def jobs_of(farm: Farm) -> dict[str, dict]:
