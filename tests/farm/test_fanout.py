@@ -51,17 +51,22 @@ class Fanout:
         return processes.manage(self.env, "shell", "-c", code).strip().splitlines()[-1]
 
     def start_split(self, username: str, **params: object) -> str:
-        """Start a split-sleep job (tests/harness/split_jobs.py); its id, or the refusal."""
+        """Start a split-sleep job (tests/harness/split_jobs.py); its id, or the
+        refusal. With params["hold"], its parts wait until `release` of that name."""
         return self.shell(
             "import tests.harness.split_jobs as s\n"
             "from django.contrib.auth import get_user_model\n"
             "from webfarm.progress.launching.admission import StartRefused\n"
             f"user = get_user_model().objects.get(username={username!r})\n"
-            "try:\n"
+            + (f"s.hold({params['hold']!r})\n" if "hold" in params else "")
+            + "try:\n"
             f"    print(s.split_sleep.start(user=user, params={params!r}).id)\n"
             "except StartRefused as exc:\n"
             "    print('refused:', exc.message)\n"
         )
+
+    def release(self, hold: str) -> None:
+        self.shell(f"import tests.harness.split_jobs as s\ns.release({hold!r})\nprint('released')")
 
     def parts(self, job: str) -> list[dict]:
         """The job's part rows: index, state, worker, attempt, started."""
@@ -264,9 +269,12 @@ def test_a_memcached_restart_under_a_split_job_loses_nothing_the_rows_know(fanou
 
 def test_limits_count_a_split_job_once(fanout):
     bob = fanout.client("bob")
-    job = fanout.start_split("bob", parts=4, seconds=10 * STEP_SECONDS)
+    # Held until the second start is answered: on a loaded machine that start
+    # (a manage.py process) took 29 s, and the job had ended after 11.
+    job = fanout.start_split("bob", parts=4, seconds=10 * STEP_SECONDS, hold="bob")
     # split-sleep allows one job per user: four parts did not take four slots.
     assert fanout.start_split("bob", parts=1, seconds=0.1).startswith("refused: You already have 1 job")
+    fanout.release("bob")
     assert _follow(bob, job)[-1]["state"] == "succeeded"
     again = fanout.start_split("bob", parts=1, seconds=0.1)
     assert not again.startswith("refused"), again

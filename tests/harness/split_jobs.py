@@ -2,7 +2,9 @@
 the fan-out tests and bench/fanout.py: loaded by the workers with
 --include, and by the process that starts the jobs. Each part and each
 merge notes itself in memcached (`splittest:<job>:...`), where the test
-reads how often each ran and where, and when each step of a part ended."""
+reads how often each ran and where, and when each step of a part ended.
+A job started with params["hold"] keeps its parts from their first step
+until the test releases that name (or the hold lapses)."""
 
 import os
 import time
@@ -22,6 +24,20 @@ from webfarm.progress.api import (
 )
 
 STEPS = 10
+# The longest a hold keeps parts waiting, should its test never release it.
+HOLD_AT_MOST = 120
+
+
+def _hold_key(name: str) -> str:
+    return f"splittest:hold:{name}"
+
+
+def hold(name: str) -> None:
+    get_client().set(_hold_key(name), b"1", expire=HOLD_AT_MOST)
+
+
+def release(name: str) -> None:
+    get_client().delete(_hold_key(name))
 
 
 def _note(job_id: str, what: str, value: str) -> None:
@@ -51,6 +67,8 @@ class SplitSleep(JobType):
         n = part.params["n"]
         _note(job.id, f"part{n}", f"{os.getpid()}@{part.attempt}")
         tracker.reporter.stage("waiting", total=STEPS)
+        while params.get("hold") and get_client().get(_hold_key(params["hold"])) is not None:
+            time.sleep(0.05)
         for step in range(1, STEPS + 1):
             time.sleep(params["seconds"] / STEPS)
             if params.get("fail") == n and step == STEPS // 2:
