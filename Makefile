@@ -16,10 +16,9 @@ PORT ?= 8000
 # Where `make run` starts its memcached (or uses the one that answers there).
 MEMCACHED_PORT ?= 11211
 # pytest-xdist workers: farm tests mostly wait on processes, so a 2-core
-# machine keeps four busy (docs/testing.md, "Time", has the measurements).
-TEST_WORKERS ?= 4
+# machine keeps three busy (docs/testing.md, "Time", has the measurements).
+TEST_WORKERS ?= 3
 CHECK_WORKERS ?= 3
-PY313_WORKERS ?= 1
 
 # The second leg of `make test`, today's stack: Python 3.13 with Django 6.1
 # (requirements-py313.txt). The interpreter is the machine's own (on PATH, or
@@ -36,7 +35,7 @@ REQ313_STAMP := $(VENV313)/.req-$(shell sha1sum requirements-py313.txt | cut -c1
 # project of its own, end to end in Chromium.
 PY313_TESTS := tests/unit tests/farm/test_install.py tests/browser/test_installed_site.py
 
-.PHONY: setup system-packages test-packages farm-packages venv bytecode migrate demo run farm test test-py313 py313-venv py313-leg check bench lint clean
+.PHONY: setup system-packages test-packages farm-packages venv bytecode migrate demo run farm test test-py313 check bench lint clean
 
 setup: system-packages venv bytecode migrate demo
 
@@ -91,37 +90,24 @@ run: setup
 farm: setup farm-packages
 	@$(PY) -m demofarm.farm --port $(PORT)
 
-# The second leg runs beside the first, on one worker: its tests start no
-# farm of hosts and take little of the cores the first leaves idle while its
-# farms wait. Its output follows the first's.
-test: setup test-packages lint py313-venv
-	@mkdir -p var
-	@echo "The Python 3.13 + Django 6.1 leg runs beside this one; its output follows (var/test-py313.log)."
-	@$(MAKE) --no-print-directory py313-leg > var/test-py313.log 2>&1 & second=$$!; \
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15; first=$$?; \
-	wait $$second; last=$$?; echo; cat var/test-py313.log; \
-	[ $$first = 0 ] && [ $$last = 0 ]
-
-test-py313: setup test-packages py313-venv
-	@$(MAKE) --no-print-directory py313-leg
+test: setup test-packages lint
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15
+	@$(MAKE) --no-print-directory test-py313
 
 ifeq ($(PY313),)
-py313-venv:
+test-py313:
 	@if [ "$(REQUIRE_PY313)" = 1 ]; then \
 	  echo "FAILED: the Python 3.13 + Django 6.1 leg is required here, and this machine has no python3.13" >&2; \
 	  exit 1; \
 	fi
-
-py313-leg:
+	@echo
 	@echo "SKIPPED the Python 3.13 + Django 6.1 leg: this machine has no python3.13."
 	@echo "  Install one (pyenv install 3.13, or the OS's python3.13), or name it: make test PY313=/path/to/it"
 else
-py313-venv: $(REQ313_STAMP)
-
-py313-leg:
+test-py313: setup test-packages $(REQ313_STAMP)
 	@$(VENV313)/bin/python -m compileall -q -j 0 webfarm demofarm tests >/dev/null
 	@echo "The Python 3.13 + Django 6.1 leg ($(PY313)):"
-	$(VENV313)/bin/python -m pytest $(PY313_TESTS) -n $(PY313_WORKERS) --dist loadgroup
+	$(VENV313)/bin/python -m pytest $(PY313_TESTS) -n $(CHECK_WORKERS) --dist loadgroup
 endif
 
 $(REQ313_STAMP): requirements-py313.txt

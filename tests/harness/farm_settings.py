@@ -19,7 +19,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 
 PASSWORD_HASHERS = ["tests.harness.hashers.QuickHasher"]
 
-# The static files each Django collects, its admin's among them: the two legs
-# of `make test` (Django 5.2 and 6.1) run side by side, and one collecting
-# into the other's folder would change the files and manifest its farms serve.
+# The static files each Django collects, its admin's among them: the legs of
+# `make test` run Django 5.2 and 6.1, and one collecting into the other's
+# folder would change the files and manifest its farms serve.
 STATIC_ROOT = BASE_DIR / "var" / f"static-django-{django.get_version()}"
