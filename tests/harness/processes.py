@@ -20,6 +20,8 @@ import psycopg
 import requests
 from pymemcache.client.base import Client
 
+from tests.harness import ports
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
@@ -110,9 +112,7 @@ def postgres_database(prefix: str) -> Iterator[str]:
 
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return ports.free_port()
 
 
 def wait_for(check: Callable[[], object], *, timeout: float, what: str, interval: float = 0.05) -> object:
@@ -251,14 +251,19 @@ def memcached(
     process = Process(f"memcached-{port}", wrap(argv), log_dir=log_dir).start()
     address = f"{listen}:{port}"
 
-    def version() -> bytes:
+    def answering_pid() -> int:
         client = Client((listen, port), connect_timeout=0.2, timeout=1)
         try:
-            return client.version()
+            return client.stats()[b"pid"]
         finally:
             client.close()
 
-    wait_for(version, timeout=10, what=f"memcached on {address}")
+    pid = wait_for(answering_pid, timeout=10, what=f"memcached on {address}")
+    # The one that answers must be ours: if another process held the port,
+    # ours failed to bind, and theirs answers for it.
+    if not process.alive() or (wrap is list and pid != process.proc.pid):
+        process.stop()
+        raise RuntimeError(f"{address} is answered by memcached pid {pid}, not ours: {process.log()[-300:]}")
     return process, address
 
 

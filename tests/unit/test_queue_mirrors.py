@@ -11,7 +11,8 @@ from pymemcache.client.base import Client
 
 from tests.harness import keyspace, processes
 from tests.harness.processes import wait_for
-from webfarm.queues.mirror import MEMBER, STALE
+from webfarm.core import health
+from webfarm.queues.mirror import MEMBER, STALE, down_key, mirrored_client
 from webfarm.queues.queue import Queue
 
 
@@ -108,9 +109,10 @@ def test_a_mirror_that_comes_back_without_a_restart_is_repaired_before_it_serves
     raw_b = Client(tuple_address(b_address), key_prefix=f"{namespace}:".encode())
     # Processes look again (each at most once a second): b answers, with old
     # data, and is marked out on its own account.
-    wait_for(
-        lambda: Queue("paused").stats() and raw_b.get(MEMBER) == STALE, timeout=10, what="b marked stale"
-    )
+    try:
+        wait_for(lambda: Queue("paused").stats() and raw_b.get(MEMBER) == STALE, timeout=10, what="b stale")
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}: {_seen(settings, pair)}") from exc
 
     out = StringIO()
     call_command("repair_mirrors", stdout=out)
@@ -130,6 +132,19 @@ def test_a_mirror_that_comes_back_without_a_restart_is_repaired_before_it_serves
     assert sorted(delivered + rest) == sorted(accepted)
     assert not set(delivered) & set(rest)  # the acked ones did not come back from b's old copy
     raw_b.close()
+
+
+def _seen(settings, pair) -> str:
+    """What the mirrors hold and what this process makes of them."""
+    prefix = f"{settings.MEMCACHED['NAMESPACE']}:".encode()
+    raw = {name: Client(tuple_address(address), key_prefix=prefix) for name, (_, address) in pair.items()}
+    client = mirrored_client(settings.QUEUES["MIRRORS"])
+    return (
+        f"markers {[raw[name].get(MEMBER) for name in ('a', 'b')]}, "
+        f"a flags b down: {raw['a'].get(down_key(1)) is not None}, "
+        f"this process reads {client._readable} and writes {client._writable}, "
+        f"down for it: {[health.is_down(server) for server in settings.QUEUES['MIRRORS']]}"
+    )
 
 
 def tuple_address(address: str) -> tuple[str, int]:
