@@ -3,6 +3,7 @@
 from bench import (
     broker_soak,
     celery_broker,
+    contention,
     dashboard,
     endpoint,
     fanout,
@@ -41,6 +42,8 @@ def main() -> None:
     print(farm.report(farm.run()), flush=True)
     print()
     print(fanout.report(fanout.run()), flush=True)
+    print()
+    print(contention.report(contention.run()), flush=True)
     print()
     print(tasks.report(tasks.run()), flush=True)
     print()

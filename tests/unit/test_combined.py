@@ -11,6 +11,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from tests.harness.roundtrips import counting, steady
+from webfarm.core import backoff
 from webfarm.core.client import get_client
 from webfarm.progress import services, store
 from webfarm.progress.countdown import PartSpec, finish_part
@@ -181,3 +182,17 @@ def test_a_part_puts_back_a_record_memcached_lost_with_the_parts_from_the_rows(s
 
 def _forget(job_id: str) -> None:
     get_client().delete(store.record_key(job_id))
+
+
+def test_a_lost_race_pauses_at_random_below_a_bound_that_doubles_up_to_50_ms(monkeypatch):
+    bounds: list[float] = []
+    monkeypatch.setattr(backoff.random, "uniform", lambda low, high: bounds.append(high) or low)
+    for losses in range(1, 10):
+        backoff.after_lost_race(losses)
+    assert bounds == [0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.05, 0.05, 0.05]
+
+
+def test_an_update_that_wins_at_once_never_pauses(split_job, monkeypatch):
+    job, _ = split_job
+    monkeypatch.setattr(backoff, "after_lost_race", lambda losses: pytest.fail("paused"))
+    assert store.update(job.id, lambda record: True).job == job.id

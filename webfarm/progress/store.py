@@ -23,6 +23,7 @@ from contextlib import contextmanager, suppress
 
 from pymemcache.exceptions import MemcacheError
 
+from webfarm.core import backoff
 from webfarm.core.client import MetaBatch, MetaReply, StableHashClient, get_client, get_values, read_by_nginx
 from webfarm.core.seal import seal, seal_json, unseal, unseal_json
 from webfarm.core.slots import SlotsTaken, Taking
@@ -33,7 +34,7 @@ from webfarm.progress.records import CorruptRecord, JobRecord, iso
 
 logger = logging.getLogger(__name__)
 
-CAS_ATTEMPTS = 20
+CAS_ATTEMPTS = 50  # with backoff between them: at most about 2.3 s in all
 
 
 def record_key(job_id: str) -> str:
@@ -213,7 +214,9 @@ def update(job_id: str, change: Callable[[JobRecord], bool], *, read_token: str 
     client = get_client()
     key, flag = record_key(job_id), cancel_key(job_id)
     public = public_key(job_id, read_token) if read_token else None
-    for _ in range(CAS_ATTEMPTS):
+    for attempt in range(CAS_ATTEMPTS):
+        if attempt:
+            backoff.after_lost_race(attempt)
         with _memcached("gets"):
             found = client.gets_many([key, flag] if public is None else [key, flag, public])
         raw, token = found.get(key, (None, None))
@@ -331,7 +334,9 @@ def _publish_over_older(record: JobRecord) -> None:
     if client.dark(key):
         return  # the pool changes: the record's write put it out, and it stays out
     try:
-        for _ in range(CAS_ATTEMPTS):
+        for attempt in range(CAS_ATTEMPTS):
+            if attempt:
+                backoff.after_lost_race(attempt)
             current, token = client.gets(key)
             if current is None:
                 if client.add(key, document, expire=expire, noreply=False):
