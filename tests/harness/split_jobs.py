@@ -3,12 +3,15 @@ the fan-out tests and bench/fanout.py: loaded by the workers with
 --include, and by the process that starts the jobs. Each part and each
 merge notes itself in memcached (`splittest:<job>:...`), where the test
 reads how often each ran and where, and when each step of a part ended.
-A job started with params["hold"] keeps its parts from their first step
-until the test releases that name (or the hold lapses)."""
+A job started with params["hold"] keeps its parts (those from index
+params["hold_from"] on, if given) from their first step until the test
+releases that name, or the hold lapses or goes with its memcached."""
 
 import os
 import time
 from typing import Any
+
+from pymemcache.exceptions import MemcacheError
 
 from webfarm.core.client import get_client
 from webfarm.progress.api import (
@@ -40,6 +43,15 @@ def release(name: str) -> None:
     get_client().delete(_hold_key(name))
 
 
+def _wait_while_held(name: str) -> None:
+    """Until the hold is released, or gone with the memcached that held it."""
+    try:
+        while get_client().get(_hold_key(name)) is not None:
+            time.sleep(0.05)
+    except (MemcacheError, OSError):
+        pass  # memcached stopped: the hold went with it
+
+
 def _note(job_id: str, what: str, value: str) -> None:
     client = get_client()
     key = f"splittest:{job_id}:{what}"
@@ -67,8 +79,8 @@ class SplitSleep(JobType):
         n = part.params["n"]
         _note(job.id, f"part{n}", f"{os.getpid()}@{part.attempt}")
         tracker.reporter.stage("waiting", total=STEPS)
-        while params.get("hold") and get_client().get(_hold_key(params["hold"])) is not None:
-            time.sleep(0.05)
+        if params.get("hold") and n >= params.get("hold_from", 0):
+            _wait_while_held(params["hold"])
         for step in range(1, STEPS + 1):
             time.sleep(params["seconds"] / STEPS)
             if params.get("fail") == n and step == STEPS // 2:
