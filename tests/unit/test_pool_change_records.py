@@ -166,13 +166,20 @@ def test_records_never_go_back_nor_lose_an_update_through_a_change(world, three_
     old, new = tuple(three_memcached), tuple(three_memcached[:2])
     namespace = settings.MEMCACHED["NAMESPACE"]
     world.local.process = Process(world.processes[0].plan, "setup")
-    jobs, tokens = [], {}
-    for _ in range(12):
-        job, token = new_job_id(), new_read_token()
-        store.create(JobRecord(job=job, owner=1, kind="demo", state=State.RUNNING, read_token=token))
-        jobs.append(job)
-        tokens[job] = token
-    for job in jobs[::2]:
+    lead = ChangingRing(build_client(old, namespace), build_client(new, namespace), Phase.LEAD)
+    # Six jobs whose record moves and six whose record stays, half of each
+    # left alone from LEAD on (ids drawn at random left none moving now and then).
+    by_moving: dict[bool, list[str]] = {True: [], False: []}
+    while min(len(ids) for ids in by_moving.values()) < 6:
+        job = new_job_id()
+        ids = by_moving[lead.moving(store.record_key(job))]
+        if len(ids) < 6:
+            ids.append(job)
+    jobs = [job for pair in zip(by_moving[True], by_moving[False], strict=True) for job in pair]
+    tokens = {job: new_read_token() for job in jobs}
+    for job in jobs:
+        store.create(JobRecord(job=job, owner=1, kind="demo", state=State.RUNNING, read_token=tokens[job]))
+    for job in jobs[:6]:
         world.idle[job] = threading.Event()
     stop = threading.Event()
     threads = []
@@ -190,7 +197,6 @@ def test_records_never_go_back_nor_lose_an_update_through_a_change(world, three_
         _advance(world, Plan(new, old, Stage.LEAD, 1), rng)
         _updates(world, 20)
         # The change's own walks (webfarm.core.poolchange): until one finds nothing to move.
-        lead = ChangingRing(build_client(old, namespace), build_client(new, namespace), Phase.LEAD)
         walks: list[str] = []
         poolchange._migrate(lead, say=walks.append)
         # What every process reads at NEW is on the new servers: no value is left behind.

@@ -527,10 +527,26 @@ def delete_by_bytes(address: str, keys: list[bytes]) -> None:
 
 
 def _listing(address: str) -> Iterator[tuple[bytes, int]]:
-    """Every live item of one server, from `lru_crawler metadump all`."""
+    """Every live item of one server, from `lru_crawler metadump hash`: a
+    walk of the hash table. The walk of the LRUs (`metadump all`) can miss
+    an item that memcached moves from one LRU to another meanwhile: a pool
+    change that walked a shrink twice that way left a record on the old
+    server both times. A memcached older than 1.6.9 has no hash walk, and is
+    walked by its LRUs."""
+    try:
+        yield from _metadump(address, b"hash")
+    except _NoHashWalk:
+        yield from _metadump(address, b"all")
+
+
+class _NoHashWalk(Exception):
+    pass
+
+
+def _metadump(address: str, which: bytes) -> Iterator[tuple[bytes, int]]:
     host, _, port = address.rpartition(":")
     with socket.create_connection((host.strip("[]"), int(port)), timeout=30) as sock:
-        sock.sendall(b"lru_crawler metadump all\r\n")
+        sock.sendall(b"lru_crawler metadump %s\r\n" % which)
         buffered = b""
         while True:
             chunk = sock.recv(1 << 16)
@@ -542,7 +558,9 @@ def _listing(address: str) -> Iterator[tuple[bytes, int]]:
                 line = line.rstrip(b"\r")
                 if line == b"END":
                     return
-                if line.startswith(b"BUSY") or line.startswith(b"ERROR"):
+                if line.startswith(b"BADCLASS") and which == b"hash":
+                    raise _NoHashWalk
+                if line.startswith((b"BUSY", b"ERROR", b"BADCLASS")):
                     raise MemcacheClientError(f"{address}: metadump refused: {line.decode(errors='replace')}")
                 fields = dict(part.split(b"=", 1) for part in line.split(b" ") if b"=" in part)
                 if b"key" in fields:
