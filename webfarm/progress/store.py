@@ -211,12 +211,15 @@ def update(job_id: str, change: Callable[[JobRecord], bool], *, read_token: str 
     `read_token`: the job's, if the caller knows it: its public document is
     then read with the record and written with it, two round trips in all.
     """
-    client = get_client()
     key, flag = record_key(job_id), cancel_key(job_id)
     public = public_key(job_id, read_token) if read_token else None
     for attempt in range(CAS_ATTEMPTS):
         if attempt:
             backoff.after_lost_race(attempt)
+        # Each try reads and writes through one ring (a cas token is good only
+        # on the ring that issued it), the one the process is on as it
+        # begins: the pauses between tries may outlast a stage of a pool change.
+        client = get_client()
         with _memcached("gets"):
             found = client.gets_many([key, flag] if public is None else [key, flag, public])
         raw, token = found.get(key, (None, None))
@@ -330,13 +333,13 @@ def _publish_over_older(record: JobRecord) -> None:
     older record (by its `updated_at`); a newer or final one stays."""
     key, document, expire = _public_document(record)
     ours = iso(record.updated_at) or ""
-    client = get_client()
-    if client.dark(key):
-        return  # the pool changes: the record's write put it out, and it stays out
     try:
         for attempt in range(CAS_ATTEMPTS):
             if attempt:
                 backoff.after_lost_race(attempt)
+            client = get_client()  # each try on the ring of its moment, as in update()
+            if client.dark(key):
+                return  # the pool changes: the record's write put it out, and it stays out
             current, token = client.gets(key)
             if current is None:
                 if client.add(key, document, expire=expire, noreply=False):
