@@ -217,10 +217,12 @@ def laggards(row: PoolChange, stage: Stage) -> list[str]:
 
 def _migrate(ring: ChangingRing, *, say: Say) -> None:
     """Walk the old servers until a walk finds no value left to move. Once
-    every process leads, none puts a value there; but memcached's listing
-    (lru_crawler metadump) can miss an item it moves between its LRUs while
-    the walk runs, and a value left there is lost to the new ring. So a
-    walk that moved values is checked by another."""
+    every process leads, none puts a value there; but a write that began
+    before may land while the walk runs, and a memcached older than 1.6.9
+    is listed by a walk of its LRUs, which can miss an item it moves between
+    them meanwhile (webfarm.core.client.changing._listing). A value left
+    there is lost to the new ring, so a walk that moved values is checked
+    by another."""
     for walk in range(1, WALKS + 1):
         walked = migrate(ring)
         say(
