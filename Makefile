@@ -5,7 +5,9 @@ SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-REQ_STAMP := $(VENV)/.req-$(shell sha1sum requirements.txt | cut -c1-16)
+# The venv holds the pinned packages and this repository's webfarm, installed
+# editable (its metadata gives webfarm.__version__): redone when either changes.
+REQ_STAMP := $(VENV)/.req-$(shell cat requirements.txt pyproject.toml | sha1sum | cut -c1-16)
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT := $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get
 APT_UPDATED := /tmp/.webfarm-apt-updated
@@ -30,7 +32,7 @@ PY313 := $(shell for p in python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3.13
   && { command -v "$$p"; break; }; done)
 endif
 VENV313 := .venv-py313
-REQ313_STAMP := $(VENV313)/.req-$(shell sha1sum requirements-py313.txt | cut -c1-16)
+REQ313_STAMP := $(VENV313)/.req-$(shell cat requirements-py313.txt pyproject.toml | sha1sum | cut -c1-16)
 # What the leg runs: everything that starts no farm, and the wheel in a
 # project of its own, end to end in Chromium.
 PY313_TESTS := tests/unit tests/farm/test_install.py tests/browser/test_installed_site.py
@@ -66,9 +68,10 @@ test-packages: farm-packages
 	  echo "installing postgresql from the OS packages"; $(APT) install -y -qq postgresql >/dev/null; }
 
 venv: $(REQ_STAMP)
-$(REQ_STAMP): requirements.txt
+$(REQ_STAMP): requirements.txt pyproject.toml
 	@[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@rm -f $(VENV)/.req-* && touch $@
 
 # Every process the farm and the tests start imports the project: compiled
@@ -76,7 +79,9 @@ $(REQ_STAMP): requirements.txt
 bytecode: venv
 	@$(PY) -m compileall -q -j 0 webfarm demofarm tests bench manage.py >/dev/null
 
+# A demo database from before webfarm 1.0 (whose migrations 1.0 squashed) is made anew: it says so.
 migrate: venv
+	@$(PY) manage.py stale_demo_database
 	@$(PY) manage.py migrate --no-input -v 0
 	@$(PY) manage.py collectstatic --no-input -v 0
 
@@ -110,9 +115,10 @@ test-py313: setup test-packages $(REQ313_STAMP)
 	$(VENV313)/bin/python -m pytest $(PY313_TESTS) -n $(CHECK_WORKERS) --dist loadgroup
 endif
 
-$(REQ313_STAMP): requirements-py313.txt
+$(REQ313_STAMP): requirements-py313.txt pyproject.toml
 	@[ -x $(VENV313)/bin/python ] || $(PY313) -m venv $(VENV313)
 	$(VENV313)/bin/python -m pip install -q --disable-pip-version-check -r requirements-py313.txt
+	$(VENV313)/bin/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@rm -f $(VENV313)/.req-* && touch $@
 
 # The quick tier: lint and the tests that start no farm (about a minute).

@@ -5,17 +5,21 @@ site, and a `django-admin startproject` site that adds the apps
 passes Django's checks and migrates, from the wheel alone.
 tests/browser/test_installed_site.py runs such a site end to end."""
 
+import email
 import json
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from tests.harness import installdoc, installed
+from tests.harness import installdoc, installed, processes
 
 pytestmark = pytest.mark.farm
+
+VERSION = tomllib.loads((processes.ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 
 @pytest.fixture(scope="module")
@@ -29,11 +33,11 @@ def test_the_wheel_holds_the_apps_with_their_files_and_nothing_of_the_site(wheel
         "webfarm/progress/api.py",
         "webfarm/progress/templates/webfarm_progress/widget.html",
         "webfarm/progress/static/webfarm_progress/progress.js",
-        "webfarm/progress/migrations/0008_job_for_api_clients.py",
+        "webfarm/progress/migrations/0001_initial.py",
         "webfarm/djangotasks/backend.py",
         "webfarm/broker/transport.py",
         "webfarm/core/client/__init__.py",
-        "webfarm/core/management/commands/migrate.py",
+        "webfarm/py.typed",
         "webfarm/dashboard/templates/webfarm_dashboard/index.html",
         "webfarm/dashboard/static/webfarm_dashboard/dashboard.js",
         "webfarm/limits/templates/webfarm_limits/busy.html",
@@ -45,6 +49,7 @@ def test_the_wheel_holds_the_apps_with_their_files_and_nothing_of_the_site(wheel
     shipped = {name.split("/")[1] for name in names if name.startswith("webfarm/")}
     assert shipped == {
         "__init__.py",
+        "py.typed",
         "core",
         "queues",
         "broker",
@@ -57,15 +62,36 @@ def test_the_wheel_holds_the_apps_with_their_files_and_nothing_of_the_site(wheel
     }
 
 
+def test_the_wheel_says_its_version_licence_and_what_it_runs_on(wheel):
+    archive = zipfile.ZipFile(wheel)
+    info = f"webfarm-{VERSION}.dist-info"
+    metadata = email.message_from_bytes(archive.read(f"{info}/METADATA"))
+    assert metadata["Version"] == VERSION
+    assert metadata["License-Expression"] == "BSD-3-Clause"
+    assert metadata.get_all("License-File") == ["LICENSE"]
+    assert archive.read(f"{info}/licenses/LICENSE").startswith(b"BSD 3-Clause License")
+    classifiers = set(metadata.get_all("Classifier"))
+    for tried in ("Django :: 5.2", "Django :: 6.1"):
+        assert f"Framework :: {tried}" in classifiers
+    for python in ("3.11", "3.12", "3.13"):
+        assert f"Programming Language :: Python :: {python}" in classifiers
+    assert "Typing :: Typed" in classifiers
+    assert metadata["Requires-Python"] == ">=3.11"
+    # The README is the long description, as PyPI shows it.
+    assert metadata["Description-Content-Type"] == "text/markdown"
+    assert metadata.get_payload().startswith("# webfarm\n")
+
+
 def test_a_new_project_from_the_page_checks_and_migrates(wheel, tmp_path):
     site = installed.make_site(wheel, tmp_path, memcached="127.0.0.1:1")  # migrated by the page's steps
     where = subprocess.run(
         [
             sys.executable,
             "-c",
-            "import django; django.setup(); import importlib.util, progress.bar, webfarm.progress.api as api;"
+            "import django; django.setup(); import importlib.util, progress.bar, webfarm;"
+            "import webfarm.progress.api as api;"
             "print(progress.__file__, api.__file__, progress.bar.Bar.__name__,"
-            " importlib.util.find_spec('demofarm'))",
+            " importlib.util.find_spec('demofarm'), webfarm.__version__)",
         ],
         cwd=site.dir,
         env={**site.env, "DJANGO_SETTINGS_MODULE": "mysite.settings"},
@@ -81,6 +107,7 @@ def test_a_new_project_from_the_page_checks_and_migrates(wheel, tmp_path):
         str(lib / "webfarm" / "progress" / "api.py"),
         "Bar",
         "None",
+        VERSION,
     ]
     checked = installed.manage(site, "check")
     assert "System check identified no issues" in checked, checked  # no warning either (W002: beat)

@@ -37,7 +37,8 @@ def build_wheel(out: Path) -> Path:
     shutil.copytree(
         processes.ROOT / "webfarm", source / "webfarm", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
     )
-    shutil.copy(processes.ROOT / "pyproject.toml", source)
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(processes.ROOT / name, source)
     pip = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation"]
     subprocess.run(
         [*pip, str(source), "-w", str(out), "-q", "--disable-pip-version-check"],
