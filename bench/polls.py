@@ -61,7 +61,7 @@ def _node(workdir: Path, env: dict, name: str) -> tuple[processes.Process, str, 
 
 def _count_votes(database_url: str, poll: int) -> int:
     with psycopg.connect(database_url) as db:
-        return db.execute("SELECT count(*) FROM webfarm_polls_vote WHERE poll_id = %s", (poll,)).fetchone()[0]
+        return db.execute("SELECT count(*) FROM polls_vote WHERE poll_id = %s", (poll,)).fetchone()[0]
 
 
 def run() -> dict:

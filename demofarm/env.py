@@ -1,8 +1,7 @@
 """Typed readers for environment variables; settings.py calls each once.
 
 A variable is named for the setting it feeds: QUEUES_HOLE_WAIT feeds
-QUEUES["HOLE_WAIT"]. Names from before that rule (RENAMED) are still read, and
-`manage.py check` warns about them (webfarm.core.checks).
+QUEUES["HOLE_WAIT"].
 """
 
 import os
@@ -13,32 +12,9 @@ from typing import Any
 
 from webfarm.core.appsettings import AppSettings
 
-_QUEUES = (
-    "MAX_MESSAGE_BYTES VISIBILITY_TIMEOUT HOLE_WAIT RECOVER_INTERVAL PREFETCH MIRRORS MAX_DELIVERIES "
-    "FINISHED_TTL HOLE_TTL DEAD_LETTER_TTL HTTP_MAX_QUEUES HTTP_IDLE_AFTER"
-)
-_LIMITS = "REPORTS_PER_USER REPORTS_PER_KIND DOWNLOADS DOWNLOADS_PER_USER VOTES ATTEMPTS PAUSE"
-
-# new name -> old name
-RENAMED: dict[str, str] = {
-    "MEMCACHED_NAMESPACE": "PROGRESS_NAMESPACE",
-    "DASHBOARD_WORKER_HEARTBEAT": "WORKER_HEARTBEAT_EVERY",
-    "CELERY_TASK_DEFAULT_QUEUE": "CELERY_QUEUE",
-    **{f"QUEUES_{key}": f"QUEUE_{key}" for key in _QUEUES.split()},
-    **{f"LIMITS_{key}": f"LIMIT_{key}" for key in _LIMITS.split()},
-}
-
-
-def old_names_in_use() -> list[str]:
-    """Old names set in the environment (and not their new ones)."""
-    return sorted(old for new, old in RENAMED.items() if os.environ.get(old) and not os.environ.get(new))
-
 
 def _raw(name: str) -> str:
-    value = os.environ.get(name, "").strip()
-    if not value and name in RENAMED:
-        value = os.environ.get(RENAMED[name], "").strip()
-    return value
+    return os.environ.get(name, "").strip()
 
 
 def env_str(name: str, default: str) -> str:

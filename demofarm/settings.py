@@ -12,7 +12,6 @@ from demofarm.env import (
     env_list,
     env_str,
     key_file,
-    old_names_in_use,
 )
 from demofarm.imports import conf as imports_conf
 from demofarm.polls import conf as polls_conf
@@ -307,6 +306,3 @@ LOGGING = {
         "activity": {"handlers": ["sitelog"], "level": "INFO", "propagate": False},
     },
 }
-
-# Environment variables set under their names from before the rename (webfarm.core.checks warns).
-OLD_ENVIRONMENT_NAMES = old_names_in_use()

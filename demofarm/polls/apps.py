@@ -3,9 +3,7 @@ from django.apps import AppConfig
 
 class PollsConfig(AppConfig):
     name = "demofarm.polls"
-    # The label it had in the library, kept: its tables and index names follow it.
-    label = "webfarm_polls"
-    old_labels = ("polls",)
+    label = "polls"
     verbose_name = "Polls"
     default_auto_field = "django.db.models.BigAutoField"
 

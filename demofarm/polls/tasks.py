@@ -1,7 +1,8 @@
 import logging
 
+from celery import shared_task
+
 from demofarm.polls.services import FlusherBusy, flush_all
-from webfarm.core.tasks import renamed_task
 
 logger = logging.getLogger(__name__)
 
@@ -21,7 +22,4 @@ def _flush_votes() -> None:
         )
 
 
-# Also under its name while polls were in the library.
-flush_votes = renamed_task(
-    _flush_votes, "demofarm.polls.flush_votes", was=("webfarm.polls.flush_votes",), ignore_result=True
-)
+flush_votes = shared_task(_flush_votes, name="demofarm.polls.flush_votes", ignore_result=True)

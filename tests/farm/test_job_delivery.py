@@ -111,33 +111,6 @@ def test_a_job_whose_web_process_died_before_sending_is_started(delivery):
         assert "(never sent): its task was sent again" in started[1].log()
 
 
-def test_a_task_sent_under_its_name_from_before_the_move_runs_its_job(delivery):
-    """During an upgrade, a web node of the older version still sends
-    `progress.run_job` (the name before the app became webfarm.progress)."""
-    job = delivery.shell(
-        "from django.contrib.auth import get_user_model; from webfarm.progress import services; "
-        "alice = get_user_model().objects.get(username='alice'); "
-        "print(services.create_job(owner=alice, kind='top-customers', title='t', "
-        "params={'date_from': '2024-01-01', 'date_to': '2025-12-31', 'top': 5, 'region': ''}).id)"
-    )
-    delivery.shell(f"from demofarm.celery import app; app.send_task('progress.run_job', args=[{job!r}])")
-    with processes.stopped_after() as started:
-        worker = delivery.worker("old-name")
-        started.append(worker)
-        done = delivery.client().wait_until(job, lambda p: p["final"], timeout=90, what="the job to run")
-        assert done["state"] == "succeeded"
-        ended = f"job {job} ended: succeeded"
-        processes.wait_for(lambda: ended in worker.log(), timeout=30, what="its last line")
-        log = worker.log()
-        # The task under its old name ran the job: received before the job
-        # ended, and ended after it. On a loaded machine the reaper may also
-        # send the job again under today's name while the worker starts;
-        # that task finds the job ended and does not run it.
-        received = log.index("Task progress.run_job[")
-        assert received < log.index(ended) < log.index("Task progress.run_job[", received + 1)
-        assert log.count(ended) == 1
-
-
 def test_a_task_delivered_twice_runs_its_job_once(delivery):
     """The running job's task delivered again, to a second worker (on a
     queue of its own, so it takes nothing else): refused, and the first

@@ -76,7 +76,7 @@ def spike_farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SpikeFarm]:
 def _db_totals(farm: SpikeFarm, poll: int) -> dict[int, int]:
     with psycopg.connect(farm.database_url) as db:
         rows = db.execute(
-            "SELECT choice_id, count(*) FROM webfarm_polls_vote WHERE poll_id = %s GROUP BY choice_id",
+            "SELECT choice_id, count(*) FROM polls_vote WHERE poll_id = %s GROUP BY choice_id",
             (poll,),
         ).fetchall()
     return dict(rows)

@@ -4,7 +4,6 @@ from django.apps import AppConfig
 class ActivityConfig(AppConfig):
     name = "webfarm.activity"
     label = "webfarm_activity"
-    old_labels = ("activity",)
     verbose_name = "Site activity log"
 
     def ready(self) -> None:

@@ -5,7 +5,6 @@ from django.conf import settings
 class CoreConfig(AppConfig):
     name = "webfarm.core"
     label = "webfarm_core"
-    old_labels = ("core",)
     verbose_name = "memcached base"
 
     def ready(self) -> None:

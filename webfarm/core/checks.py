@@ -2,7 +2,6 @@
 
 from typing import Any
 
-from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from pymemcache.client.base import Client
@@ -37,21 +36,6 @@ def check_memcached_settings(app_configs: Any = None, **kwargs: Any) -> list[che
             )
         )
     return errors
-
-
-@checks.register()
-def check_environment_names(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """Variables set under an old name still work; say which, and the new name."""
-    old = getattr(settings, "OLD_ENVIRONMENT_NAMES", [])
-    if not old:
-        return []
-    return [
-        checks.Warning(
-            f"environment variables under old names: {', '.join(old)}",
-            hint="each is named for the setting it feeds now (QUEUES_HOLE_WAIT); see docs/configuration.md",
-            id="webfarm_core.W001",
-        )
-    ]
 
 
 # The meta commands (webfarm.core.client.MetaBatch) as this code speaks them: stable,

@@ -4,7 +4,6 @@ from django.apps import AppConfig
 class DashboardConfig(AppConfig):
     name = "webfarm.dashboard"
     label = "webfarm_dashboard"
-    old_labels = ("dashboard",)
     verbose_name = "Farm dashboard"
 
     def ready(self) -> None:

@@ -4,7 +4,6 @@ from django.apps import AppConfig, apps
 class LimitsConfig(AppConfig):
     name = "webfarm.limits"
     label = "webfarm_limits"
-    old_labels = ("limits",)
     verbose_name = "Farm-wide concurrency limits"
 
     def ready(self) -> None:

@@ -8,8 +8,6 @@ from webfarm.progress.ids import ID_PATTERN
 class ProgressConfig(AppConfig):
     name = "webfarm.progress"
     label = "webfarm_progress"
-    # Its label until it moved into webfarm (webfarm.core.oldlabels adopts its tables).
-    old_labels = ("progress",)
     verbose_name = "Job progress over memcached"
 
     def ready(self) -> None:

@@ -2,9 +2,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from celery import Task
+from celery import Task, shared_task
 
-from webfarm.core.tasks import renamed_task
 from webfarm.progress import retention
 from webfarm.progress.launching import running
 from webfarm.progress.parts import running as parts
@@ -36,11 +35,9 @@ def _purge_ended_jobs() -> None:
 
 
 def _registered(name: str, body: Callable[..., None], **options: Any) -> Task:
-    """The task `webfarm.progress.<name>`, also `progress.<name>`: its name
-    before the app moved into webfarm."""
-    return renamed_task(
-        body, f"webfarm.progress.{name}", was=(f"progress.{name}",), ignore_result=True, **options
-    )
+    """The task `webfarm.progress.<name>`."""
+    task: Task = shared_task(name=f"webfarm.progress.{name}", ignore_result=True, **options)(body)
+    return task
 
 
 run_job = _registered("run_job", _run_job, bind=True, acks_late=True)

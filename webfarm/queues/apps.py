@@ -4,7 +4,6 @@ from django.apps import AppConfig
 class QueuesConfig(AppConfig):
     name = "webfarm.queues"
     label = "webfarm_queues"
-    old_labels = ("queues",)
     verbose_name = "Message queues on memcached"
 
     def ready(self) -> None:

@@ -4,7 +4,6 @@ from django.apps import AppConfig
 class StatsConfig(AppConfig):
     name = "webfarm.stats"
     label = "webfarm_stats"
-    old_labels = ("stats",)
     verbose_name = "Farm-wide counters"
 
     def ready(self) -> None:
