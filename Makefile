@@ -131,6 +131,7 @@ bench: setup test-packages
 lint: venv
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 
 clean:
 	rm -rf $(VENV) $(VENV313) var staticfiles db.sqlite3*

@@ -214,6 +214,10 @@ def test_hostile_json_receipts_are_400_never_500(client):
     for body in (b"[" * 5000 + b"]" * 5000, b'{"receipt":' * 5000, b'{"receipt": {"a": [1]}}', b"\xff\xfe"):
         response = _post(client, "/queues/deep/ack/", body, content_type="application/json")
         assert response.status_code == 400, (body[:20], response.status_code)
+    for receipt in (5, ["a"], True):
+        body = json.dumps({"receipt": receipt}).encode()
+        response = _post(client, "/queues/deep/ack/", body, content_type="application/json")
+        assert response.status_code == 400 and response.json()["error"] == "The receipt must be a string."
 
 
 def test_reading_a_queue_nobody_created_creates_nothing(client, memcached_server, progress_on_real_memcached):

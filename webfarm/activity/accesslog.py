@@ -15,7 +15,7 @@ from gunicorn.glogging import Logger
 from webfarm.activity.polling import is_poll
 
 
-class PollsCounted(Logger):
+class PollsCounted(Logger):  # type: ignore[misc]  # gunicorn ships no types
     def access(self, resp: Any, req: Any, environ: dict, request_time: Any) -> None:
         status = getattr(resp, "status_code", None)
         answered = isinstance(status, int) and status < 400

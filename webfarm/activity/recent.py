@@ -31,8 +31,9 @@ TTL = 24 * 3600
 
 def worth_showing(entry: dict[str, Any]) -> bool:
     """Anything but an answered poll (a sampled one, webfarm.activity.polling)."""
-    if is_poll(entry.get("method"), entry.get("path")) and isinstance(entry.get("status"), int):
-        return entry["status"] >= 400
+    status = entry.get("status")
+    if is_poll(entry.get("method"), entry.get("path")) and isinstance(status, int):
+        return status >= 400
     return True
 
 

@@ -20,8 +20,9 @@ import json
 import logging
 import threading
 import time
+from collections import OrderedDict
 from queue import Empty
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from kombu.transport import virtual
@@ -120,6 +121,13 @@ class QoS(virtual.QoS):
     no task again (a chaos run found it). What memcached could not hear is tried again
     by the channel (Channel._finish)."""
 
+    if TYPE_CHECKING:  # kombu's own, which its stubs leave out or type loosely
+        channel: "Channel"
+        _delivered: OrderedDict[str, Any]
+
+        def _quick_ack(self, delivery_tag: str) -> None: ...
+        def _flush(self) -> None: ...
+
     def ack(self, delivery_tag: str) -> None:
         try:
             self.channel._finish(delivery_tag, requeue=False, ack=True)
@@ -132,7 +140,8 @@ class QoS(virtual.QoS):
         finally:
             self._quick_ack(delivery_tag)
 
-    def restore_unacked(self) -> list:
+    # kombu reads the list (messages it could not put back); its stubs say None.
+    def restore_unacked(self) -> list[Any]:  # type: ignore[override]
         self._flush()
         for tag in list(self._delivered):
             self.channel._finish(tag, requeue=True, ack=False)
@@ -324,16 +333,18 @@ class Transport(virtual.Transport):
             self.ring.ping()
         return super().establish_connection()
 
-    def drain_events(self, connection: Any, timeout: float | None = None) -> None:
+    def drain_events(self, connection: Any, timeout: float | None = None, **kwargs: Any) -> None:
         """Poll again at once after a delivery, every MIN_POLL for HOT_POLL
         after it, then back off to polling_interval while nothing comes
         (kombu's default sleeps the full interval after every empty poll,
         which caps a worker at a few tasks per interval)."""
         start = time.monotonic()
         pause = MIN_POLL
+        cycle = self.cycle
+        assert cycle is not None  # made by kombu's Transport.__init__
         while True:
             try:
-                self.cycle.get(self._deliver, timeout=timeout)
+                cycle.get(self._deliver, timeout=timeout)
                 self._delivered_at = time.monotonic()
                 return
             except Empty:

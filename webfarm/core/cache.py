@@ -1,5 +1,7 @@
 """Django cache backend on the same stable hash ring as the progress client."""
 
+from typing import Any
+
 from django.core.cache.backends.memcached import PyMemcacheCache
 
 from webfarm.core.client import StableHashClient
@@ -17,7 +19,9 @@ class StablePyMemcacheCache(PyMemcacheCache):
     this one reads JSON and plain values only, whatever OPTIONS say.
     """
 
-    def __init__(self, server: str | list[str], params: dict) -> None:
+    _options: dict[str, Any]  # Django's, which its stubs leave out
+
+    def __init__(self, server: str | list[str], params: dict[str, Any]) -> None:
         super().__init__(server, params)
         self._class = StableHashClient
         self._options = {**self._options, "serde": JsonSerde()}

@@ -24,7 +24,7 @@ from typing import Any
 
 from pymemcache.exceptions import MemcacheError
 
-from webfarm.core.client import MetaBatch, MetaReply, get_client
+from webfarm.core.client import MetaBatch, MetaReply, StableHashClient, get_client
 from webfarm.core.lists import add_member
 from webfarm.core.tampering import value_refused
 
@@ -74,7 +74,7 @@ def is_counter_key(key: str) -> bool:
     return True
 
 
-def count(name: str, n: int = 1, **labels: str) -> None:
+def count(name: str, n: int = 1, /, **labels: str) -> None:
     """Add n to a counter. Never raises for memcached; drops are counted."""
     key = counter_key(name, **labels)
     global _dropped
@@ -92,7 +92,7 @@ def count(name: str, n: int = 1, **labels: str) -> None:
         logger.debug("counter %s dropped: %s", key, exc)
 
 
-def _incr(client, key: str, n: int) -> None:
+def _incr(client: StableHashClient, key: str, n: int) -> None:
     if key in _known and client.incr(f"c:{key}", n) is not None:
         return
     # First use here, or memcached lost it: make sure it exists and is listed.
@@ -108,7 +108,7 @@ def _incr(client, key: str, n: int) -> None:
 Settle = Callable[[list[MetaReply] | None], None]
 
 
-def count_in(batch: MetaBatch, name: str, n: int = 1, **labels: str) -> Settle:
+def count_in(batch: MetaBatch, name: str, n: int = 1, /, **labels: str) -> Settle:
     """count(), riding in the caller's batch of meta commands: no round trip
     of its own once the counter exists in this process. What the batch could
     not count (its first use here, memcached lost it, the batch never ran)

@@ -47,7 +47,7 @@ def page_not_found(request: HttpRequest, exception: Exception) -> HttpResponse:
 def unreadable_body(request: HttpRequest) -> HttpResponse:
     """The 400 page, rendered without reading the body again."""
     try:
-        body = loader.render_to_string(defaults.ERROR_400_TEMPLATE_NAME, {"reason": UNREADABLE}, request)
+        body: str = loader.render_to_string(defaults.ERROR_400_TEMPLATE_NAME, {"reason": UNREADABLE}, request)
     except TemplateDoesNotExist:
         body = f"<h1>Bad Request (400)</h1><p>{UNREADABLE}</p>"
     return HttpResponseBadRequest(body)

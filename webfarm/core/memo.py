@@ -21,7 +21,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from pymemcache.exceptions import MemcacheError
 
@@ -33,16 +33,19 @@ logger = logging.getLogger(__name__)
 
 POLL = 0.02
 
+# What compute returns; a cached value is its JSON read back (a tuple comes back a list).
+T = TypeVar("T")
+
 
 def get_or_set(
     key: str,
-    compute: Callable[[], Any],
+    compute: Callable[[], T],
     ttl: int,
     *,
     stale_for: int | None = None,
     wait: float = 5.0,
     lock_for: int = 60,
-) -> Any:
+) -> T:
     stale_for = ttl if stale_for is None else stale_for
     try:
         value_key = memo_key(key)
@@ -78,15 +81,15 @@ def memo_key(key: str) -> str:
 
 
 def settle(
-    key: str, reply: MetaReply, compute: Callable[[], Any], ttl: int, *, stale_for: int, wait: float = 5.0
-) -> Any:
+    key: str, reply: MetaReply, compute: Callable[[], T], ttl: int, *, stale_for: int, wait: float = 5.0
+) -> T:
     """get_or_set's value from the answer to its `mg`: computed and stored
     when memcached elected this caller, else the value, else (another
     caller computing it) waited for."""
     value_key = memo_key(key)
     cached = _value(value_key, reply)
     if cached is not None and not reply.won:
-        return cached[0]  # fresh, or someone is refreshing it: the stale value will do
+        return cast(T, cached[0])  # fresh, or someone is refreshing it: the stale value will do
     client = server_client(value_key)
     # Ours to compute: a miss or a value past its ttl (memcached said W),
     # or a value someone else planted (refused): nobody is told W for it.
@@ -101,7 +104,7 @@ def settle(
         time.sleep(POLL)
         cached = _read(client, value_key)
         if cached is not None:
-            return cached[0]
+            return cast(T, cached[0])
     logger.warning("get_or_set(%s): gave up waiting for another process; computing", key)
     return compute()
 

@@ -112,7 +112,7 @@ def read_plan() -> Plan:
     """The newest row's plan, from the database. Raises DatabaseError."""
     PoolChange = _model("PoolChange")
     try:
-        return plan_of(PoolChange.objects.order_by("-pk").first())
+        return plan_of(PoolChange._default_manager.order_by("-pk").first())
     except DatabaseError:
         # No table yet (a site before `migrate`, a worker's database that
         # has none): no change was ever made. Anything else is raised.
@@ -193,7 +193,7 @@ class _Follower:
             return
         if plan.change == 0:
             return  # no change ever made: nothing waits on members
-        _model("PoolMember").objects.update_or_create(
+        _model("PoolMember")._default_manager.update_or_create(
             name=member_name(),
             defaults={"change": plan.change, "stage": plan.stage.value, "seen_at": timezone.now()},
         )

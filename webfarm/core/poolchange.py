@@ -48,7 +48,7 @@ FORGET_MEMBERS = timedelta(days=1)
 Say = Callable[[str], None]
 # What an app must still take off the old servers at NEW: one line each.
 # Called with final=True once the change is DONE: delete what is left.
-Leftovers = Callable[[object, bool], list[str]]
+Leftovers = Callable[[StableHashClient, bool], list[str]]
 _leftover_checks: list[Leftovers] = []
 
 
@@ -237,7 +237,7 @@ def _migrate(ring: ChangingRing, *, say: Say) -> None:
     )
 
 
-def _drained(old: object, *, say: Say, wait: float) -> None:
+def _drained(old: StableHashClient, *, say: Say, wait: float) -> None:
     deadline = time.monotonic() + wait
     told = 0.0
     while True:

@@ -68,6 +68,7 @@ def refusal_response(
     context: dict[str, Any] | None = None,
 ) -> HttpResponse:
     """503 + Retry-After: JSON for fetch() callers, a page for browsers."""
+    response: HttpResponse
     if wants_json(request):
         response = json_error(503, message, retry_after=retry_after)
     else:

@@ -1,9 +1,13 @@
 """The one place that reaches into Django's response internals."""
 
+from typing import TypeVar
+
 from django.http import HttpResponseBase
 
+Response = TypeVar("Response", bound=HttpResponseBase)
 
-def mark_logged(response: HttpResponseBase) -> HttpResponseBase:
+
+def mark_logged(response: Response) -> Response:
     """Tell django.request and the activity log not to log this response
     again: a response the view has logged as what it is (a refusal), which
     Django would log as a server error. Django has no public switch for this;

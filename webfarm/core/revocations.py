@@ -141,7 +141,7 @@ class CheckedCopies:
         """`parsed`: what the caller made of `raw`, a current copy unseal_current
         accepted under `key` (shared with later readers: never changed)."""
         stamp = stamp_of(raw)
-        if stamp is None or parsed is None:
+        if raw is None or stamp is None or parsed is None:
             return
         if len(self._known) >= self.most:
             self._known.clear()

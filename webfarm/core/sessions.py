@@ -28,7 +28,7 @@ import json
 import logging
 import string
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -94,6 +94,13 @@ def connect_signals() -> None:
 class SessionStore(db.SessionStore):
     cache_key_prefix = "session:"
 
+    if TYPE_CHECKING:  # Django's own, which its stubs leave out
+        _session: dict[str, Any]
+
+        def _get_or_create_session_key(self) -> str: ...
+        async def _aget_or_create_session_key(self) -> str: ...
+        def _get_session_from_db(self) -> Any: ...
+
     def _validate_session_key(self, key: object) -> bool:
         return isinstance(key, str) and len(key) == SESSION_KEY_LENGTH and all(c in _ALPHABET for c in key)
 
@@ -135,7 +142,7 @@ class SessionStore(db.SessionStore):
         if session_key is None:
             return None
         key = self._key_for(session_key)
-        return self._from_cache(key) if raw is _UNREAD else cached_copy(key, raw)
+        return self._from_cache(key) if raw is _UNREAD else cached_copy(key, cast("bytes | None", raw))
 
     def load(self) -> dict[str, Any]:
         session_key = self._get_or_create_session_key()
@@ -157,7 +164,8 @@ class SessionStore(db.SessionStore):
     def save(self, must_create: bool = False) -> None:
         # The database first, then the sealed copy.
         super().save(must_create)
-        self._to_cache(self._key_for(self.session_key), self._session, cache_ttl(self.get_expiry_age()))
+        key = self._key_for(self._get_or_create_session_key())  # the key saved: never a new one here
+        self._to_cache(key, self._session, cache_ttl(self.get_expiry_age()))
 
     async def asave(self, must_create: bool = False) -> None:
         await sync_to_async(self.save)(must_create)

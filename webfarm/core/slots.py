@@ -34,7 +34,14 @@ from dataclasses import dataclass, field
 
 from pymemcache.exceptions import MemcacheError, MemcacheServerError
 
-from webfarm.core.client import MetaBatch, get_client, kept_together, server_client, server_of
+from webfarm.core.client import (
+    MetaBatch,
+    ReconnectingClient,
+    get_client,
+    kept_together,
+    server_client,
+    server_of,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +80,7 @@ def _route(key: str) -> str:
     return key.rsplit(":", 1)[0]
 
 
-def _client(key: str) -> object:
+def _client(key: str) -> ReconnectingClient:
     """The server of the key's scope."""
     return server_client(_route(key))
 
@@ -168,6 +175,7 @@ def acquire(
     """One slot in every scope (scope, limit), or none: raises LimitReached
     after `attempts` quick tries, SlotsUnavailable if memcached cannot answer."""
     lease = Lease(holder=holder, ttl=ttl)
+    refusal: LimitReached | None = None
     try:
         if all(limit >= BLIND_MIN for _, limit in scopes) and _take_blind(scopes, lease):
             return lease
@@ -188,6 +196,8 @@ def acquire(
     except (MemcacheError, OSError) as exc:
         lease.release()
         raise SlotsUnavailable(_unavailable(exc)) from exc
+    if refusal is None:
+        raise ValueError(f"attempts={attempts}: acquire needs one or more")
     raise refusal
 
 
@@ -300,7 +310,8 @@ def _add(keys: list[str], lease: Lease) -> bool:
             if reply.refused:
                 refused = reply
     if refused is not None:
-        raise MemcacheServerError(f"memcached refused a slot: {refused.value.decode(errors='replace')}")
+        said = (refused.value or b"").decode(errors="replace")
+        raise MemcacheServerError(f"memcached refused a slot: {said}")
     return taken
 
 

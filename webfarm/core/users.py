@@ -108,11 +108,12 @@ def _from_snapshot(user_id: object, raw: bytes | None) -> AbstractBaseUser | Non
     names = [f.attname for f in model._meta.concrete_fields if f.attname in cached]
     user = model.from_db(DEFAULT_DB_ALIAS, names, [cached[name] for name in names])
     auth = data["auth"]
-    user.get_session_auth_hash = lambda: auth  # the password hash itself stays deferred
+    # The password hash itself stays deferred.
+    user.get_session_auth_hash = lambda: auth  # type: ignore[method-assign]
     return user
 
 
-def _from_database(user_id: object) -> AbstractBaseUser | None:
+def _from_database(user_id: Any) -> AbstractBaseUser | None:
     model = get_user_model()
     try:
         return model._default_manager.get(pk=user_id)
@@ -176,9 +177,10 @@ def connect_signals() -> None:
 class CachedUserBackend(ModelBackend):
     """ModelBackend, reading users from memcached when it can."""
 
-    def get_user(self, user_id: object) -> AbstractBaseUser | None:
+    # The stubs read AUTH_USER_MODEL from mypy's settings; a project's may be any AbstractBaseUser.
+    def get_user(self, user_id: object) -> AbstractBaseUser | None:  # type: ignore[override]
         user = cached_user(user_id)
-        return user if user is not None and self.user_can_authenticate(user) else None
+        return user if user is not None and self.user_can_authenticate(user) else None  # type: ignore[arg-type]
 
 
 @functools.cache

@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.db.models import Model
+
 from webfarm.core.counters import DURATION_BUCKETS
 from webfarm.progress.states import State
 from webfarm.stats.models import CounterMinute, CounterSample
@@ -71,8 +73,8 @@ def _grouped(
 Row = tuple[str, datetime, int]
 
 
-def _rows(model: type, field: str, since: datetime, names: tuple[str, ...]) -> list[Row]:
-    query = model.objects.filter(**{f"{field}__gte": since}).values_list("key", field, "value")
+def _rows(model: type[Model], field: str, since: datetime, names: tuple[str, ...]) -> list[Row]:
+    query = model._default_manager.filter(**{f"{field}__gte": since}).values_list("key", field, "value")
     return [row for row in query if parse_key(row[0])[0] in names]
 
 

@@ -15,7 +15,6 @@ Redis), any node reads its result from the database and its live progress
 from memcached, and cancel() stops it at its next progress write or check.
 """
 
-from collections.abc import Iterable
 from typing import Any
 
 from django.apps import apps
@@ -90,17 +89,23 @@ class CeleryBackend(BaseTaskBackend):
         if not NAME.fullmatch(task.queue_name):
             raise InvalidTask(f"queue name {task.queue_name!r}: 1 to 24 letters, digits, _ or -")
 
-    def check(self, **kwargs: Any) -> Iterable[checks.CheckMessage]:
+    def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
+        found: list[checks.CheckMessage] = []
         if not apps.is_installed("webfarm.progress") or not apps.is_installed("webfarm.djangotasks"):
-            yield checks.Error(
-                f"TASKS[{self.alias!r}] uses {type(self).__name__}, which needs 'webfarm.progress' and "
-                "'webfarm.djangotasks' in INSTALLED_APPS",
-                id="webfarm_djangotasks.E001",
+            found.append(
+                checks.Error(
+                    f"TASKS[{self.alias!r}] uses {type(self).__name__}, which needs 'webfarm.progress' and "
+                    "'webfarm.djangotasks' in INSTALLED_APPS",
+                    id="webfarm_djangotasks.E001",
+                )
             )
         for name in (self.alias, *(self.queues or {DEFAULT_QUEUE})):
             if not NAME.fullmatch(name):
-                yield checks.Error(
-                    f"TASKS[{self.alias!r}]: {name!r} is no name for a backend or queue here "
-                    "(1 to 24 letters, digits, _ or -: it names the tasks' jobs)",
-                    id="webfarm_djangotasks.E002",
+                found.append(
+                    checks.Error(
+                        f"TASKS[{self.alias!r}]: {name!r} is no name for a backend or queue here "
+                        "(1 to 24 letters, digits, _ or -: it names the tasks' jobs)",
+                        id="webfarm_djangotasks.E002",
+                    )
                 )
+        return found

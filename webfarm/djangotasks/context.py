@@ -11,8 +11,9 @@ from webfarm.djangotasks.compat import TaskContext
 from webfarm.progress.api import ProgressReporter
 
 
+# Django's TaskContext is a frozen dataclass too; its stubs do not say so.
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ProgressContext(TaskContext):
+class ProgressContext(TaskContext):  # type: ignore[misc]
     reporter: ProgressReporter
     # The task's metadata, a JSON object of at most 4 KiB: change it, then
     # save_metadata() to publish it. A plain attribute, as `progress` is: a

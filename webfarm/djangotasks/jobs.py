@@ -13,7 +13,7 @@ from traceback import format_exception
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
 from webfarm.djangotasks.compat import (
     TaskError,
@@ -80,7 +80,7 @@ class TaskJobType(JobType):
         self.time_limit = options.time_limit
         self.slot_limits = options.slot_limits
 
-    def limits(self, user: AbstractBaseUser | None) -> SlotLimits | None:
+    def limits(self, user: AbstractBaseUser | AnonymousUser | None) -> SlotLimits | None:
         # A task queue takes bursts: limits only where OPTIONS["LIMITS"] sets them.
         return self.slot_limits
 

@@ -25,8 +25,9 @@ LOST = "webfarm.progress.exceptions.JobLost"
 FAILED = "webfarm.progress.exceptions.JobFailed"
 
 
+# Django's TaskResult is a frozen dataclass too; its stubs do not say so.
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ProgressTaskResult(TaskResult):
+class ProgressTaskResult(TaskResult):  # type: ignore[misc]
     metadata: dict[str, Any] = field(default_factory=dict)
     """What the task saved with context.save_metadata()."""
     progress: dict[str, Any] = field(default_factory=dict)

@@ -36,15 +36,19 @@ class LoginThrottleMixin:
         authenticate = super().authenticate  # type: ignore[misc]
         name = username if username is not None else kwargs.get(get_user_model().USERNAME_FIELD)
         if not isinstance(name, str) or password is None:
-            return authenticate(request, username=username, password=password, **kwargs)
+            untried: AbstractBaseUser | None = authenticate(
+                request, username=username, password=password, **kwargs
+            )
+            return untried
         tried = reserve(request, name)
         if isinstance(tried, Refusal):
             raise PermissionDenied(tried.message)
-        user = authenticate(request, username=username, password=password, **kwargs)
+        user: AbstractBaseUser | None = authenticate(request, username=username, password=password, **kwargs)
         if user is not None:
             tried.succeeded()
         return user
 
 
-class ThrottledUserBackend(LoginThrottleMixin, CachedUserBackend):
+# The stubs type ModelBackend.authenticate with mypy's settings' user model; a project's may be any.
+class ThrottledUserBackend(LoginThrottleMixin, CachedUserBackend):  # type: ignore[misc]
     """Users cached in memcached; password tries counted farm-wide."""

@@ -15,7 +15,7 @@ THROTTLED = "webfarm.limits.backends.ThrottledUserBackend"
 def check_login_throttle(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """A backend that checks passwords without the throttle lets a guesser
     try as many as the site can hash."""
-    found = []
+    found: list[checks.CheckMessage] = []
     for path in settings.AUTHENTICATION_BACKENDS:
         try:
             backend = import_string(path)

@@ -18,7 +18,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.forms import PasswordChangeForm
 from django.contrib.auth.views import PasswordChangeView
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.urls import reverse
 from django.utils.functional import LazyObject, empty
 
@@ -40,7 +40,7 @@ class ThrottledPasswordChangeForm(PasswordChangeForm):
         if not self.user.check_password(old_password):
             raise ValidationError(self.error_messages["password_incorrect"], code="password_incorrect")
         tried.succeeded()
-        return old_password
+        return str(old_password)
 
 
 class ThrottledAdminPasswordChangeForm(ThrottledPasswordChangeForm):
@@ -63,7 +63,9 @@ class ThrottledPasswordChangeView(PasswordChangeView):
         return answered(self.request, super().form_invalid(form))
 
 
-def _admin_password_change(site: AdminSite, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+def _admin_password_change(
+    site: AdminSite, request: HttpRequest, extra_context: Any = None
+) -> HttpResponseBase:
     """AdminSite.password_change, with the counted form."""
     defaults: dict[str, Any] = {
         "form_class": ThrottledAdminPasswordChangeForm,

@@ -75,4 +75,4 @@ get_config = AppSettings(
 def lost_after() -> float:
     """Seconds of silence after which a running job counts as lost."""
     config = get_config()
-    return config["LOST_AFTER_BEATS"] * config["HEARTBEAT_INTERVAL"]
+    return float(config["LOST_AFTER_BEATS"] * config["HEARTBEAT_INTERVAL"])

@@ -35,7 +35,8 @@ class JobType(JobTypeBase):
         return start_job(user=user, job_type=self, params=params, looked=looked)
 
 
-JobBody = Callable[..., JobResult]
+# A whole job's body returns its JobResult; a part's (called with part=), its dict.
+JobBody = Callable[..., JobResult | dict[str, Any]]
 
 
 Split = Callable[[dict[str, Any]], Sequence[PartSpec] | None]
@@ -59,7 +60,12 @@ class _FunctionJobType(JobType):
         return self._describe(params) if self._describe else self.title
 
     def run(self, *, job: Job, params: dict[str, Any], tracker: Tracker) -> JobResult:
-        return self.body(job=job, params=params, tracker=tracker)
+        result = self.body(job=job, params=params, tracker=tracker)
+        if not isinstance(result, JobResult):
+            raise TypeError(
+                f"job type {self.name!r}: its body returned {type(result).__name__}, not a JobResult"
+            )
+        return result
 
     def split(self, params: dict[str, Any]) -> Sequence[PartSpec] | None:
         return self._split(params) if self._split else None
@@ -67,7 +73,12 @@ class _FunctionJobType(JobType):
     def run_part(
         self, *, job: Job, part: JobPart, params: dict[str, Any], tracker: Tracker
     ) -> dict[str, Any]:
-        return self.body(job=job, part=part, params=params, tracker=tracker)
+        result = self.body(job=job, part=part, params=params, tracker=tracker)
+        if not isinstance(result, dict):
+            raise TypeError(
+                f"job type {self.name!r}: a part's body returned {type(result).__name__}, not a dict"
+            )
+        return result
 
     def merge(self, *, job: Job, parts: list[JobPart], params: dict[str, Any], tracker: Tracker) -> JobResult:
         assert self._merge is not None
@@ -114,6 +125,8 @@ def job_type(
             "__doc__": body.__doc__,
         }
         cls = type(f"JobType[{name}]", (_FunctionJobType,), attributes)
-        return register(cls(body, describe, split, merge))
+        job_type: JobType = cls(body, describe, split, merge)
+        register(job_type)
+        return job_type
 
     return make

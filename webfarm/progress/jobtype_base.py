@@ -5,7 +5,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.urls import reverse
 
 from webfarm.progress.conf import get_config
@@ -27,9 +27,12 @@ class SlotLimits:
 
 class JobTypeBase:
     """What a kind of long job is, as the code that starts, sends and runs
-    jobs sees it. Job authors subclass webfarm.progress.api.JobType."""
+    jobs sees it. Job authors subclass webfarm.progress.api.JobType.
 
-    name: ClassVar[str]
+    A subclass sets these on the class; name, queue and time_limit may also
+    be an instance's own (one task job type per backend and queue)."""
+
+    name: str
     title: ClassVar[str]
     # What the user calls one in a sentence: "You already have 2 reports running".
     noun: ClassVar[str] = "job"
@@ -37,12 +40,12 @@ class JobTypeBase:
     stages: ClassVar[Sequence[tuple[str, float]]] = (("working", 100),)
     # Soft limit (seconds): the job is stopped and shown as failed; its worker
     # process is killed HARD_LIMIT_GRACE seconds later if it does not stop.
-    time_limit: ClassVar[int] = 30 * 60
+    time_limit: int = 30 * 60
     # Run a job again (once) when its worker died under it: only for job
     # types that are safe to run twice.
     retry_on_lost: ClassVar[bool] = False
     # The Celery queue its task goes to (None: the default queue).
-    queue: ClassVar[str | None] = None
+    queue: str | None = None
     # The URL name of the job's own page, taking the job id (None: no page).
     page: ClassVar[str | None] = None
 
@@ -53,7 +56,7 @@ class JobTypeBase:
         """The job's title on its page and in "My jobs"."""
         return self.title
 
-    def limits(self, user: AbstractBaseUser | None) -> SlotLimits | None:
+    def limits(self, user: AbstractBaseUser | AnonymousUser | None) -> SlotLimits | None:
         """How many may be queued or running at once (`user` None: a job
         started by no user, held to the per-kind limit alone; None: no
         farm-wide limit)."""

@@ -167,7 +167,8 @@ class ProgressReporter:
         if problem is not None:
             raise ValueError(problem)
         # A copy: what the body changes after saving is not published half-way.
-        return json.loads(json.dumps(self.metadata))
+        copied: dict[str, Any] = json.loads(json.dumps(self.metadata))
+        return copied
 
     def check_cancelled(self) -> None:
         """Raise JobCancelled now if the job was cancelled, JobEnded if it was

@@ -67,7 +67,7 @@ def create_job(
     now = time.time()
     job = Job(
         id=job_id or new_job_id(),
-        owner=owner,
+        owner=owner,  # type: ignore[misc]  # any AUTH_USER_MODEL: the stubs know mypy's settings' one
         kind=kind,
         title=title,
         params=params,

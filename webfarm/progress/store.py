@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
+from typing import cast
 
 from pymemcache.exceptions import MemcacheError
 
@@ -102,7 +103,7 @@ def read(job_id: str, *, raw: bytes | object | None = UNREAD) -> JobRecord | Non
     if raw is UNREAD:
         with _memcached("get"):
             raw = get_client().get(record_key(job_id))
-    return _record(job_id, raw)
+    return _record(job_id, cast("bytes | None", raw))
 
 
 def read_many(job_ids: list[str]) -> dict[str, JobRecord]:

@@ -23,7 +23,7 @@ def progress_detail(request: HttpRequest, job_id: str) -> HttpResponse:
         return json_error(401, "Log in to see job progress.")
     # Staff follow everyone's jobs (the farm dashboard); users only their own.
     owner_id = selectors.owner_scope(pk=user.pk, is_active=user.is_active, is_staff=user.is_staff)
-    raw = store.UNREAD if found is None else found.get(key)
+    raw = store.UNREAD if found is None or key is None else found.get(key)
 
     def lookup() -> dict[str, Any] | None:
         record = selectors.job_record(job_id=job_id, owner_id=owner_id, raw=raw)

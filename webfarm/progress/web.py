@@ -154,9 +154,10 @@ def page_record(job: Job, user: AbstractBaseUser) -> JobRecord:
     """The job's record for its page (the owner's), or one made from its row
     when memcached is away: the bar retries and says so."""
     try:
-        return job_record(job_id=job.id, owner_id=user.pk)
+        record = job_record(job_id=job.id, owner_id=user.pk)
     except ProgressUnavailable:
         return record_from_job(job)
+    return record_from_job(job) if record is None else record
 
 
 def job_progress(job: Job) -> dict[str, Any]:

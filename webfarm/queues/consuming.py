@@ -31,6 +31,12 @@ logger = logging.getLogger(__name__)
 ISSUED_KEPT = 10_000
 
 
+# A claimed entry to hand out: (index, its CAS version, the entry, deliveries so far).
+Taken = tuple[int, int, entries.Entry, int]
+# One for the dead letters: (index, receipt, enqueued at, body, deliveries, reason).
+Dead = tuple[int, str, float | None, bytes, int, str]
+
+
 class Consumer:
     """A queue's consumer part. Its state is this process's: the prefetched
     messages, the receipts it issued, and the indexes it took whose entries
@@ -148,11 +154,12 @@ class Consumer:
 
     def _take_missing(self, limit: int) -> list[Message]:
         """Indexes this consumer took whose entries were not written yet."""
-        if not self._missing or self.layout.gen != self._position_gen:
+        gen = self._position_gen
+        if not self._missing or gen is None or self.layout.gen != gen:
             return []
         # Indexes past the tail last seen have no producer yet: no trip for them.
         due = [i for i in sorted(self._missing) if i <= self._tail_seen][: max(limit, 1)]
-        return self._deliver(self.layout.gen, due, recovering=False) if due else []
+        return self._deliver(gen, due, recovering=False) if due else []
 
     def _deliver(self, gen: str, indexes: Sequence[int], *, recovering: bool) -> list[Message]:
         if not recovering and self.layout.speaks_meta:
@@ -191,7 +198,9 @@ class Consumer:
         claimed = self.layout.client.add_many(
             {claim_keys[i]: CLAIMED for i in ready}, self.layout.visibility_timeout
         )
-        taken, dead, rewrites = [], [], {}
+        taken: list[Taken] = []
+        dead: list[Dead] = []
+        rewrites = {}
         for i, (raw, version) in ready.items():
             if not claimed[claim_keys[i]]:
                 continue  # someone else holds it
@@ -213,7 +222,7 @@ class Consumer:
         (meta mg and ms in add mode). A claim taken where there was nothing
         to deliver (not written yet, or finished) is dropped again at once,
         without waiting for an answer."""
-        client = self.layout.client
+        client = self.layout.meta_client
         indexes = list(indexes)
         n = len(indexes)
         # The wire keys of layout.key(gen, "m" or "c", i), built in one step each.
@@ -230,7 +239,10 @@ class Consumer:
         # An index past the tail has no producer yet: never a hole (see _deliver).
         tail = self._tail_seen = number(replies[n].value, 0) or 0
         now = time.monotonic()
-        holes, dropped, taken, dead = [], [], [], []
+        holes: list[int] = []
+        dropped: list[bytes] = []
+        taken: list[Taken] = []
+        dead: list[Dead] = []
         decode = entries.decoder(self.layout.key_base)
         for pos, i in enumerate(indexes):
             entry, ours = replies[pos], b"%d" % pos not in refused
@@ -242,6 +254,7 @@ class Consumer:
             else:
                 self._missing.pop(i, None)
                 if ours and not entries.is_finished(raw):
+                    assert entry.cas is not None  # asked for (the c flag) with the value
                     self._judge(gen, i, raw, entry.cas, False, taken, dead, decode)
                     continue
             if ours:
@@ -256,10 +269,10 @@ class Consumer:
         gen: str,
         i: int,
         raw: bytes,
-        version: int,
+        version: int | bytes,
         recovering: bool,
-        taken: list,
-        dead: list,
+        taken: list["Taken"],
+        dead: list["Dead"],
         decode: Callable[[bytes, str, int], entries.Entry] | None = None,
     ) -> None:
         """A claimed entry: to hand out (into `taken`), or to the dead letters."""

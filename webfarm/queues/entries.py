@@ -31,7 +31,7 @@ import re
 import time
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 from webfarm.core.seal import MAC_BYTES, PERSON, mac, secrets_in_use
 
@@ -61,7 +61,7 @@ class Entry(NamedTuple):
 
 
 @lru_cache(maxsize=256)
-def _hasher(queue_key: str, secret: bytes) -> Any:
+def _hasher(queue_key: str, secret: bytes) -> "hashlib.blake2b":
     """A keyed BLAKE2b already fed the queue's key: copied for every message."""
     base = hashlib.blake2b(key=secret, digest_size=16, person=PERSON)
     base.update(queue_key.encode() + b"\0")
@@ -143,7 +143,7 @@ def decoder(queue_key: str) -> Callable[[bytes, str, int], Entry]:
     return decode
 
 
-def is_finished(raw: bytes | None) -> bool:
+def is_finished(raw: bytes | None) -> TypeGuard[bytes]:
     return raw is not None and raw[:1] in (ACKED, HOLE)
 
 

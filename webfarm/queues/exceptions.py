@@ -20,7 +20,14 @@ class MessageTooLarge(QueueError):
 
 
 class QueueFull(QueueError):
-    """memcached (run with -M) refused to store the message: nothing was enqueued."""
+    """memcached (run with -M) refused to store the message: nothing was enqueued.
+    From put_many: `stored`, the positions of the bodies that were."""
+
+    stored: list[int]
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        self.stored = []
 
 
 class QueueUnavailable(QueueError):

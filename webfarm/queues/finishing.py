@@ -90,7 +90,7 @@ class Finisher:
                 bases = {g: self.layout.wire_base(g) for g in {g for g, _ in done}}
                 deletes = [delete_quietly_line(b"%sc:%d" % (bases[g], i)) for g, i in done]
                 stat = self.layout.stat_command("acked", sum(1 for ok in results if ok))
-                self.layout.client.meta([], quietly=b"".join(deletes) + stat)
+                self.layout.meta_client.meta([], quietly=b"".join(deletes) + stat)
         for receipt in receipts:
             self._issued.pop(receipt, None)
         return [receipt for receipt, ok in zip(receipts, results, strict=True) if ok is False]
@@ -110,7 +110,7 @@ class Finisher:
             set_line(b"%sm:%d" % (bases[gen], i), b"C%d T%d q O%d" % (version, ttl, pos), ACKED)
             for pos, (gen, i, version, _) in enumerate(parsed)
         ]
-        _, failed = self.layout.client.meta_quiet([], commands)
+        _, failed = self.layout.meta_client.meta_quiet([], commands)
         results: list[bool | None] = [True] * len(parsed)
         for token, reply in failed.items():
             results[int(token)] = False if reply.changed else None

@@ -9,12 +9,12 @@ import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
-from pymemcache.client.base import Client
 from pymemcache.exceptions import MemcacheError, MemcacheServerError
 
 from webfarm.core.client import (
+    ReconnectingClient,
     StableHashClient,
     client_epoch,
     incr_quietly_line,
@@ -32,7 +32,7 @@ from webfarm.queues.exceptions import (
     QueueUnavailable,
     is_full,
 )
-from webfarm.queues.mirror import mirrored_client
+from webfarm.queues.mirror import MirroredClient, mirrored_client
 from webfarm.queues.names import validate_name
 
 # A queue's keys and its dead letters' live on the server of "q:<name>".
@@ -57,7 +57,7 @@ class Message(NamedTuple):
     frozen dataclass costs three times as much to make.)"""
 
     queue: str
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index, which nothing here calls
     body: bytes
     receipt: str
     redelivered: bool
@@ -127,6 +127,10 @@ def number(raw: bytes | None, default: int) -> int | None:
         return None
 
 
+# A queue's client: one server's, or a mirrored pair's (QUEUES["MIRRORS"]).
+QueueClient = ReconnectingClient | MirroredClient
+
+
 class Layout:
     """One named queue's keys, settings, generation and counters: what its
     producer, consumer and inspector share (webfarm/queues/queue.py composes them).
@@ -138,7 +142,7 @@ class Layout:
         self,
         name: str,
         *,
-        client: Client | None = None,
+        client: "QueueClient | None" = None,
         ring: StableHashClient | None = None,
         dead: bool = False,
     ) -> None:
@@ -187,7 +191,12 @@ class Layout:
         return hasattr(self.client, "meta")
 
     @property
-    def client(self) -> Client:
+    def meta_client(self) -> ReconnectingClient:
+        """The client, where speaks_meta says it takes meta commands."""
+        return cast(ReconnectingClient, self.client)
+
+    @property
+    def client(self) -> "QueueClient":
         # Finding the server hashes in pure Python: do it once per process.
         stale = self._epoch != -1 and self._epoch != client_epoch()
         if self._client is None or self._client_pid != os.getpid() or stale:
@@ -241,7 +250,7 @@ class Layout:
         """Take back what a stat_command counted ahead (a put that lost its index)."""
         with suppress(MemcacheError, OSError):
             if n:
-                self.client.decr(self.stat_key(what), n, noreply=True)
+                self.meta_client.decr(self.stat_key(what), n, noreply=True)
 
     def stat_command(self, what: str, n: int) -> bytes:
         """stat() as a noreply command to send with others (once the counters exist)."""
@@ -298,7 +307,7 @@ class Layout:
             if raw == named:
                 self.client.cas(key, gen.encode(), token, noreply=False)
         raw = self.client.get(key)
-        now = None if raw is None else raw.decode(errors="replace")
+        now: str | None = None if raw is None else raw.decode(errors="replace")
         if now is None or now == gen or not entries.GENERATION_RE.fullmatch(now):
             return None  # put back (or still being fought over: the next look settles it)
         return now

@@ -165,26 +165,28 @@ class MirroredClient:
     def get(self, key: str, default: Any = None) -> Any:
         return self._read("get", key, default)
 
-    def get_many(self, keys: Iterable[str]) -> dict:
-        return self._read("get_many", list(keys))
+    def get_many(self, keys: Iterable[str]) -> dict[str, Any]:
+        found: dict[str, Any] = self._read("get_many", list(keys))
+        return found
 
     def gets(self, key: str) -> Any:
         return self._read("gets", key)
 
-    def gets_many(self, keys: Iterable[str]) -> dict:
-        return self._read("gets_many", list(keys))
+    def gets_many(self, keys: Iterable[str]) -> dict[str, tuple[Any, Any]]:
+        found: dict[str, tuple[Any, Any]] = self._read("gets_many", list(keys))
+        return found
 
     def cas_many(self, items: list[tuple[str, bytes, int]], expire: int = 0) -> list[bool | None]:
         """cas on the sequencer (its versions are the ones receipts carry); what
         it stored is copied to the other server with a plain set."""
-        results = self._read("cas_many", items, expire)
+        results: list[bool | None] = self._read("cas_many", items, expire)
         stored = {key: value for (key, value, _), ok in zip(items, results, strict=True) if ok}
         if stored:
             self._others("set_many", stored, expire=expire, noreply=False)
         return results
 
     def incr(self, key: str, value: int, noreply: bool = False) -> int | None:
-        result = self._read("incr", key, value)
+        result: int | None = self._read("incr", key, value)
         if result is not None:
             # The standby's counter may lag behind in a race; after a failover
             # that only costs producers a retry, since add never overwrites.
@@ -213,15 +215,18 @@ class MirroredClient:
         return self._write("delete_many", list(keys), noreply=False)
 
     def add_many(self, values: dict[str, bytes], expire: int = 0) -> dict[str, bool]:
-        return self._write("add_many", values, expire)
+        stored: dict[str, bool] = self._write("add_many", values, expire)
+        return stored
 
     def pipeline(self, commands: list[bytes], name: bytes) -> list[bytes]:
-        return self._write("pipeline", commands, name)
+        replies: list[bytes] = self._write("pipeline", commands, name)
+        return replies
 
     def add_then_check(
         self, values: dict[str, bytes], ttl: int, existing: str
     ) -> tuple[dict[str, bool], bool]:
-        return self._write("add_then_check", values, ttl, existing)
+        answer: tuple[dict[str, bool], bool] = self._write("add_then_check", values, ttl, existing)
+        return answer
 
     def touch_many(self, keys: list[str], expire: int) -> None:
         self._write("touch_many", keys, expire)

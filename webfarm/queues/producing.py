@@ -175,7 +175,7 @@ class Producer:
         commands = [meta_set(wire(key), *ttl, "ME", value=value) for key, value in values.items()]
         commands.append(meta_arithmetic(wire(self.layout.key(gen, "tail")), "D0"))
         commands.append(meta_get(wire(self.layout.gen_key()), "v"))
-        replies = self.layout.client.meta(
+        replies = self.layout.meta_client.meta(
             commands, errors=True, quietly=self.layout.stat_command("in", len(values))
         )
         refused = next((r for r in replies if r.refused), None)
@@ -184,7 +184,9 @@ class Producer:
         added = {key: reply.done for key, reply in zip(values, replies, strict=False)}
         return added, replies[-2].done, replies[-1].value
 
-    def _add_entries_classic(self, gen: str, values: dict[str, bytes]) -> tuple[dict[str, bool], bool]:
+    def _add_entries_classic(
+        self, gen: str, values: dict[str, bytes]
+    ) -> tuple[dict[str, bool], bool, bytes | None]:
         tail = self.layout.key(gen, "tail")
         added, tail_there = self.layout.client.add_then_check(values, self.layout.entry_ttl, tail)
         return added, tail_there, self.layout.client.get(self.layout.gen_key())

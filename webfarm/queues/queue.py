@@ -61,8 +61,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from pymemcache.client.base import Client
-
 from webfarm.core.client import MetaBatch, MetaReply, StableHashClient, client_epoch, leftover_ring, server_of
 from webfarm.queues import purging
 from webfarm.queues.conf import get_config
@@ -70,7 +68,7 @@ from webfarm.queues.consuming import Consumer
 from webfarm.queues.entries import parse_receipt
 from webfarm.queues.exceptions import QueueGone
 from webfarm.queues.finishing import Admit
-from webfarm.queues.layout import STATS, DeadLetter, Layout, Message
+from webfarm.queues.layout import STATS, DeadLetter, Layout, Message, QueueClient
 from webfarm.queues.looking import Inspector
 from webfarm.queues.producing import Producer
 
@@ -96,7 +94,7 @@ class Queue:
         self,
         name: str,
         *,
-        client: Client | None = None,
+        client: QueueClient | None = None,
         ring: StableHashClient | None = None,
         dead: bool = False,
     ) -> None:
@@ -116,7 +114,7 @@ class Queue:
         return self.layout.dead
 
     @property
-    def client(self) -> Client:
+    def client(self) -> QueueClient:
         return self.layout.client
 
     # The settings a caller may change for this queue alone (the Celery transport does).
@@ -245,7 +243,8 @@ class Queue:
 
     def _split(self, items: Sequence[T], receipt_of: Callable[[T], str]) -> tuple[list[T], list[T]]:
         """(what this queue issued, the rest)."""
-        mine, rest = [], []
+        mine: list[T] = []
+        rest: list[T] = []
         for item in items:
             (mine if self._issued(receipt_of(item)) else rest).append(item)
         return mine, rest

@@ -136,6 +136,8 @@ def _receipt(request: HttpRequest) -> str:
         receipt = request.headers.get("Queue-Receipt")
     if not receipt:
         raise InvalidReceipt("No receipt given.")
+    if not isinstance(receipt, str):
+        raise InvalidReceipt("The receipt must be a string.")
     return receipt
 
 

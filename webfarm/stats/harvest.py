@@ -17,6 +17,7 @@ moves the watermark, under a row lock, in one transaction per counter:
 """
 
 from datetime import UTC, date, datetime, timedelta
+from typing import Any
 
 from django.db import transaction
 from django.db.models import F, Sum
@@ -88,9 +89,9 @@ def _take(client: object, key: str, now: datetime) -> int:
     return delta
 
 
-def _add(model: type[CountedValue], *, delta: int, **where: object) -> None:
-    row, _ = model.objects.get_or_create(**where)
-    model.objects.filter(pk=row.pk).update(value=F("value") + delta)
+def _add(model: type[CountedValue], *, delta: int, **where: Any) -> None:
+    row, _ = model._default_manager.get_or_create(**where)
+    model._default_manager.filter(pk=row.pk).update(value=F("value") + delta)
 
 
 def summarise(day: date) -> int:

@@ -309,21 +309,24 @@ class ChangingRing:
 
     def _arithmetic(self, verb: str, key: str, delta: int) -> int | None:
         if not self.moving(key):
-            return getattr(self.new, verb)(key, delta, noreply=False)
+            counted: int | None = getattr(self.new, verb)(key, delta, noreply=False)
+            return counted
         try:
             # A number on the old server is the key's value: counted there
             # (migrate() moves it later).
-            result = getattr(self.old, verb)(key, delta, noreply=False)
+            result: int | None = getattr(self.old, verb)(key, delta, noreply=False)
         except MemcacheClientError:  # not a number: a tombstone, or a caller's mistake
             stone = self.old.get(key)
             if not is_tombstone(stone):
                 raise
             if self.new.get(key) is None:
                 self._restored(key, stone)
-            return getattr(self.new, verb)(key, delta, noreply=False)
+            restored: int | None = getattr(self.new, verb)(key, delta, noreply=False)
+            return restored
         if result is not None or self.phase is Phase.FOLLOW:
             return result
-        return getattr(self.new, verb)(key, delta, noreply=False)
+        after: int | None = getattr(self.new, verb)(key, delta, noreply=False)
+        return after
 
     def touch(self, key: str, expire: int = 0, noreply: bool | None = None) -> bool:
         if not self.moving(key):
@@ -356,7 +359,7 @@ class ChangingRing:
         for key, value in values.items():
             if key not in staying:
                 self.set(key, value, expire=expire)
-        return list(failed)
+        return [key.decode() if isinstance(key, bytes) else key for key in failed]
 
     def delete_many(self, keys: Iterable[str], noreply: bool | None = None) -> bool:
         for key in keys:

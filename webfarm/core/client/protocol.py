@@ -216,12 +216,14 @@ class ReconnectingClient(Client):
         key was absent)."""
         if not values:
             return {}
-        return self._store_cmd(b"add", values, expire, False)
+        stored = self._store_cmd(b"add", dict(values), expire, False)
+        return {key.decode() if isinstance(key, bytes) else key: bool(done) for key, done in stored.items()}
 
     def pipeline(self, commands: list[bytes], name: bytes) -> list[bytes]:
         """Raw protocol commands (built with `wire_key`) in one round trip; the
         reply line of each. `name` is the command, for pymemcache's errors."""
-        return self._misc_cmd(commands, name, False)
+        replies: list[bytes] = self._misc_cmd(commands, name, False)
+        return replies
 
     def add_then_check(
         self, values: dict[str, bytes], ttl: int, existing: str
@@ -278,6 +280,7 @@ class ReconnectingClient(Client):
             self._connect()
         try:
             trailer = b"" if quiet is None else b"".join(quiet) + b"mn\r\n"
+            assert self.sock is not None  # _connect made it, or raised
             self.sock.sendall(b"".join(commands) + trailer + quietly)
             reader = _MetaReader(self)
             replies = [reader.reply(errors) for _ in commands]
@@ -337,7 +340,10 @@ class _MetaReader:
         self.client, self.buf, self.pos = client, b"", 0
 
     def _more(self) -> None:
-        data = self.client.sock.recv(META_RECV)
+        sock = self.client.sock
+        if sock is None:  # closed by an error meanwhile
+            raise MemcacheUnexpectedCloseError()
+        data = sock.recv(META_RECV)
         if not data:
             raise MemcacheUnexpectedCloseError()
         self.buf, self.pos = self.buf[self.pos :] + data, 0

@@ -25,6 +25,8 @@ class StableHashClient(HashClient):
     is back, and the caller decides what to do.
     """
 
+    hasher: FarmHash
+
     def __init__(self, servers: list, **kwargs: Any) -> None:
         prefix = kwargs.get("key_prefix", b"")
         super().__init__(servers, hasher=lambda: FarmHash(prefix), **kwargs)

@@ -5,10 +5,10 @@ trip, or none in a flood), its slots taken with its record, its task sent.
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.template.defaultfilters import pluralize
 
 from webfarm.core.client import client_epoch
@@ -57,7 +57,7 @@ def refused_in_flood(*, user_id: object, job_type: JobTypeBase) -> StartRefused 
     of a full limit), for a signed-in session whose user is not read yet: in
     a flood a refusal then costs the session's round trip alone. None when
     there is no flood: the caller goes on the usual way (read the user, look)."""
-    stand_in = get_user_model()(pk=user_id)  # unsaved: only its id is read
+    stand_in = get_user_model()(pk=cast(Any, user_id))  # unsaved: only its id is read
     limits = job_type.limits(stand_in)
     if limits is None:
         return None
@@ -71,7 +71,7 @@ def _kind_scope(job_type: JobTypeBase, limits: SlotLimits) -> str:
     return f"{limits.group}-kind:{job_type.name}"
 
 
-def look_at_limits(*, user: AbstractBaseUser | None, job_type: JobTypeBase) -> Looked:
+def look_at_limits(*, user: AbstractBaseUser | AnonymousUser | None, job_type: JobTypeBase) -> Looked:
     """Refuse a start over a limit before anything else is done for it (the
     form need not even be read): one memcached round trip, no query, nothing
     written; under a flood of starts against a full limit, not even that
@@ -175,7 +175,9 @@ def split_job(job_type: JobTypeBase, params: dict[str, Any]) -> list[PartSpec]:
     return parts
 
 
-def _refused(user: AbstractBaseUser | None, job_type: JobTypeBase, refusal: LimitReached) -> StartRefused:
+def _refused(
+    user: AbstractBaseUser | AnonymousUser | None, job_type: JobTypeBase, refusal: LimitReached
+) -> StartRefused:
     """What a user is told when a start is over a limit, and when to come back."""
     limits = job_type.limits(user)
     assert limits is not None  # a refusal comes from a limit

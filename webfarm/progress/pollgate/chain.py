@@ -74,4 +74,6 @@ def checked_host(request: HttpRequest) -> None:
 
 def _call_view(request: HttpRequest) -> HttpResponse:
     match = request.resolver_match
-    return match.func(request, **match.kwargs)
+    assert match is not None  # the gate resolved the path before it called the chain
+    response: HttpResponse = match.func(request, **match.kwargs)
+    return response

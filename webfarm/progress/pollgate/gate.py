@@ -116,9 +116,10 @@ class PollGate:
             response["Content-Length"] = str(len(response.content))
         if response.status_code >= 400:
             log_response("%s: %s", response.reason_phrase, request.path, response=response, request=request)
-        response._resource_closers.append(request.close)
-        # As WSGIHandler: closing the response sends request_finished.
-        response._handler_class = type(self)
+        # As WSGIHandler (its attributes, which the stubs leave out): closing
+        # the response closes the request and sends request_finished.
+        response._resource_closers.append(request.close)  # type: ignore[attr-defined]
+        response._handler_class = type(self)  # type: ignore[attr-defined]
         headers = [
             *response.items(),
             *(("Set-Cookie", cookie.OutputString()) for cookie in response.cookies.values()),

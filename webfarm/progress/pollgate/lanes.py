@@ -215,6 +215,8 @@ class Lanes:
             return None
         known = self.sessions.get(session_key)
         if known is None:
+            if self.session_store is None:  # the chain has no sessions: no lane
+                return None
             session = self.session_store(session_key)
             if session.session_key is None:  # not one Django could have made
                 return None
@@ -234,7 +236,7 @@ class Lanes:
         ):
             return None
         user_id = data[SESSION_KEY]
-        if user_id == guess:
+        if guessed_key is not None and user_id == guess:
             raw_user = found.get(guessed_key)
             user = self._checked(guessed_key, raw_user, lambda _, raw: users.snapshot_fields(user_id, raw))
         else:
@@ -254,7 +256,7 @@ class Lanes:
         owner_id = selectors.owner_scope(
             pk=user["pk"], is_active=user["is_active"], is_staff=user["is_staff"]
         )
-        if job is not None and (owner_id is None or job[0] == owner_id):
+        if job is not None and public_key is not None and (owner_id is None or job[0] == owner_id):
             # A running job's document lives no longer than it may stay
             # silent (store.publish), as the record's own staleness rule.
             body = store.public_body(job_id, job[1], found.get(public_key))
@@ -326,7 +328,7 @@ def lanes(middleware: Iterable[str]) -> Lanes | None:
 
 
 def _host_inputs() -> tuple[str, ...]:
-    inputs = HOST_AND_SCHEME
+    inputs: tuple[str, ...] = HOST_AND_SCHEME
     if settings.SECURE_PROXY_SSL_HEADER:
         inputs += (settings.SECURE_PROXY_SSL_HEADER[0],)
     return inputs

@@ -1,0 +1,99 @@
+import socket
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+Key = str | bytes
+Server = tuple[str, int] | str
+
+# The single-key commands Client and HashClient both have.
+class _KeyCommands:
+    def set(
+        self, key: Key, value: Any, expire: int = 0, noreply: bool | None = None, flags: int | None = None
+    ) -> bool: ...
+    def set_many(
+        self,
+        values: Mapping[Any, Any],
+        expire: int = 0,
+        noreply: bool | None = None,
+        flags: int | None = None,
+    ) -> list[Key]: ...
+    def add(
+        self, key: Key, value: Any, expire: int = 0, noreply: bool | None = None, flags: int | None = None
+    ) -> bool: ...
+    def replace(
+        self, key: Key, value: Any, expire: int = 0, noreply: bool | None = None, flags: int | None = None
+    ) -> bool: ...
+    def append(
+        self, key: Key, value: Any, expire: int = 0, noreply: bool | None = None, flags: int | None = None
+    ) -> bool: ...
+    def prepend(
+        self, key: Key, value: Any, expire: int = 0, noreply: bool | None = None, flags: int | None = None
+    ) -> bool: ...
+    def cas(
+        self,
+        key: Key,
+        value: Any,
+        cas: bytes | int | str,
+        expire: int = 0,
+        noreply: bool = False,
+        flags: int | None = None,
+    ) -> bool | None: ...
+    def get(self, key: Key, default: Any = None) -> Any: ...
+    def get_many(self, keys: Iterable[Key]) -> dict[str, Any]: ...
+    def gets(self, key: Key, default: Any = None, cas_default: Any = None) -> tuple[Any, Any]: ...
+    def gets_many(self, keys: Iterable[Key]) -> dict[str, tuple[Any, Any]]: ...
+    def delete(self, key: Key, noreply: bool | None = None) -> bool: ...
+    def delete_many(self, keys: Iterable[Key], noreply: bool | None = None) -> bool: ...
+    def incr(self, key: Key, value: int, noreply: bool | None = False) -> int | None: ...
+    def decr(self, key: Key, value: int, noreply: bool | None = False) -> int | None: ...
+    def touch(self, key: Key, expire: int = 0, noreply: bool | None = None) -> bool: ...
+
+class Client(_KeyCommands):
+    server: Server
+    sock: socket.socket | None
+    timeout: float | None
+    connect_timeout: float | None
+    key_prefix: bytes
+    encoding: str
+    default_noreply: bool
+    def __init__(
+        self,
+        server: Server,
+        serde: Any = None,
+        serializer: Any = None,
+        deserializer: Any = None,
+        connect_timeout: float | None = None,
+        timeout: float | None = None,
+        no_delay: bool = False,
+        ignore_exc: bool = False,
+        socket_module: Any = ...,
+        socket_keepalive: Any = None,
+        key_prefix: bytes = b"",
+        default_noreply: bool = True,
+        allow_unicode_keys: bool = False,
+        encoding: str = "ascii",
+        tls_context: Any = None,
+    ) -> None: ...
+    def check_key(self, key: Key, key_prefix: bytes) -> bytes: ...
+    def _connect(self) -> None: ...
+    def close(self) -> None: ...
+    def stats(self, *args: str) -> dict[bytes, Any]: ...
+    def version(self) -> bytes: ...
+    def raw_command(self, command: str | bytes, end_tokens: str | bytes = "\r\n") -> bytes: ...
+    def flush_all(self, delay: int = 0, noreply: bool | None = None) -> bool: ...
+    def quit(self) -> None: ...
+    def shutdown(self, graceful: bool = False) -> None: ...
+    def _raise_errors(self, line: bytes, name: bytes) -> None: ...
+    def _fetch_cmd(
+        self, name: bytes, keys: Iterable[Key], expect_cas: bool, key_prefix: bytes = b""
+    ) -> dict[Key, Any]: ...
+    def _store_cmd(
+        self,
+        name: bytes,
+        values: dict[Key, Any],
+        expire: int,
+        noreply: bool,
+        flags: int | None = None,
+        cas: bytes | None = None,
+    ) -> dict[Key, bool | None]: ...
+    def _misc_cmd(self, cmds: Iterable[bytes], cmd_name: bytes, noreply: bool | None) -> list[Any]: ...
