@@ -20,4 +20,4 @@ from webfarm.progress.api import Job, JobResult, Tracker, job_type
 )
 def import_customers(*, job: Job, params: dict[str, Any], tracker: Tracker) -> JobResult:
     """Check each row of an uploaded CSV of customers, then save the good ones."""
-    return services.run_import(job=job, reporter=tracker.reporter)
+    return services.run_import(job=job, tracker=tracker)

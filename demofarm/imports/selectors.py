@@ -5,7 +5,7 @@ from django.db.models import QuerySet
 
 from demofarm.imports.conf import KIND
 from demofarm.imports.models import Upload
-from webfarm.progress.api import Job, is_valid_job_id
+from webfarm.progress.api import Job
 
 
 def imports_of(user: AbstractBaseUser, *, limit: int = 20) -> QuerySet[Job]:
@@ -13,8 +13,7 @@ def imports_of(user: AbstractBaseUser, *, limit: int = 20) -> QuerySet[Job]:
 
 
 def import_of(user: AbstractBaseUser, job_id: str) -> Job | None:
-    if not is_valid_job_id(job_id):
-        return None
+    """The user's import of this id (a URL's <webfarm_job:job_id>), or None."""
     return Job.objects.filter(pk=job_id, owner=user, kind=KIND).first()
 
 

@@ -15,7 +15,7 @@ from demofarm.imports.models import RejectedRow, Upload
 from demofarm.imports.rows import BadFile, checked, kept, read
 from demofarm.imports.selectors import upload_of
 from demofarm.reports.models import Customer
-from webfarm.progress.api import Job, JobCancelled, JobFailed, JobResult, ProgressReporter
+from webfarm.progress.api import Job, JobCancelled, JobFailed, JobResult, Tracker
 
 T = TypeVar("T")
 
@@ -27,21 +27,22 @@ def _batched(items: Iterable[T], n: int) -> Iterator[list[T]]:
         yield part
 
 
-def run_import(*, job: Job, reporter: ProgressReporter) -> JobResult:
+def run_import(*, job: Job, tracker: Tracker) -> JobResult:
     upload = upload_of(job)
     if upload is None:
         raise JobFailed("The uploaded file is no longer here; please upload it again.")
     if upload.imported_at is not None:
         return _result(upload)  # run again after its worker died past the commit
     try:
-        return _import(upload, reporter)
+        return _import(upload, tracker)
     except (JobCancelled, JobFailed):
         # Nothing was saved and the file is not needed again: free its bytes.
         Upload.objects.filter(pk=upload.pk, imported_at=None).update(data=b"")
         raise
 
 
-def _import(upload: Upload, reporter: ProgressReporter) -> JobResult:
+def _import(upload: Upload, tracker: Tracker) -> JobResult:
+    reporter = tracker.reporter
     config = get_config()
     try:
         columns, rows = read(bytes(upload.data), max_rows=config["MAX_ROWS"])

@@ -5,6 +5,6 @@ from demofarm.imports import views
 app_name = "imports"
 urlpatterns = [
     path("", views.index, name="index"),
-    path("<str:job_id>/", views.job_detail, name="job"),
-    path("<str:job_id>/rejected.csv", views.rejected, name="rejected"),
+    path("<webfarm_job:job_id>/", views.job_detail, name="job"),
+    path("<webfarm_job:job_id>/rejected.csv", views.rejected, name="rejected"),
 ]

@@ -18,7 +18,7 @@ from demofarm.imports.services import rejected_csv_rows
 from demofarm.imports.uploads import cut_off, declared_too_large, limit_upload
 from demofarm.reports.definitions.base import safe_cell
 from webfarm.core.http import json_error, wants_json
-from webfarm.progress.web import job_rows, page_record, start_response
+from webfarm.progress.web import job_rows, start_response
 
 PREVIEW_ROWS = 20
 PAGE = "imports/index.html"
@@ -88,7 +88,6 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     job = import_of(request.user, job_id)
     if job is None:
         raise Http404("No such import.")
-    record = page_record(job, request.user)
     upload = upload_of(job)
     done = upload is not None and upload.imported_at is not None and job.state == "succeeded"
     preview = list(upload.rejected_rows.all()[:PREVIEW_ROWS]) if done else []
@@ -97,7 +96,6 @@ def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
         "imports/job.html",
         {
             "job": job,
-            "record": record,
             "upload": upload if done else None,
             "preview": preview,
             # The page shows the rejected rows once they exist: fetch it again then.

@@ -2,6 +2,6 @@
 REPORTS["TYPES"] names (demofarm/reports/registry.py), read on every lookup."""
 
 from demofarm.reports.registry import all_reports
-from webfarm.progress.api import add_source
+from webfarm.progress.api import register
 
-add_source(lambda: all_reports().values())
+register(lambda: all_reports().values())

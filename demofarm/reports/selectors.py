@@ -9,7 +9,7 @@ from django.db.models import Max, Min, QuerySet
 from demofarm.reports.models import Customer, Order, OrderLine, Product, ResultFile
 from demofarm.reports.results import RESULT_NAME_RE
 from webfarm.core.memo import get_or_set
-from webfarm.progress.api import Job, is_valid_job_id
+from webfarm.progress.api import Job
 
 # "My jobs" filters: name -> (label, the states it shows; None: all).
 JOB_FILTERS: dict[str, tuple[str, tuple[str, ...] | None]] = {
@@ -30,8 +30,7 @@ def jobs_of(
 
 
 def job_of(user: AbstractBaseUser, job_id: str) -> Job | None:
-    if not is_valid_job_id(job_id):
-        return None
+    """The user's job of this id (a URL's <webfarm_job:job_id>), or None."""
     return Job.objects.filter(pk=job_id, owner=user).first()
 
 

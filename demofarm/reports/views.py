@@ -1,6 +1,3 @@
-from collections.abc import Callable
-from functools import wraps
-
 from django import forms
 from django.contrib.auth.decorators import login_required
 from django.http import (
@@ -25,15 +22,7 @@ from demofarm.reports.registry import all_reports, get_report
 from webfarm.core.counters import count
 from webfarm.core.http import json_error, wants_json
 from webfarm.limits.decorators import limit_concurrency
-from webfarm.progress.web import (
-    Looked,
-    flood_refusal_response,
-    job_rows,
-    look_before_start,
-    own_page,
-    page_record,
-    start_response,
-)
+from webfarm.progress.web import job_rows, refuse_over_limit, start_response
 
 START_PAGE = "reports/start.html"
 
@@ -52,28 +41,19 @@ def index(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _shed_floods(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """In a flood of starts against a full limit, refuse a signed-in session
-    before its user is read (a load shedder's place is in front of the
-    expensive part): one memcached round trip. A session whose user was
-    deactivated a moment ago is told the report type is busy rather than
-    sent to log in; its next request that gets past this is logged out."""
-
-    @wraps(view)
-    def shed(request: HttpRequest, kind: str) -> HttpResponse:
-        report = get_report(kind) if request.method == "POST" else None
-        refused = None
-        if report is not None:
-            refused = flood_refusal_response(
-                request, report, template=START_PAGE, context=_form_again(request, report)
-            )
-        return refused or view(request, kind)
-
-    return shed
+def _form_again(request: HttpRequest, report: Report) -> dict:
+    """The start page's context, the form filled in as sent (made only for
+    browsers: fetch() callers get JSON)."""
+    return {"report": report, "form": report.form_class(request.POST)}
 
 
 @require_http_methods(["GET", "HEAD", "POST"])
-@_shed_floods
+# Over a limit is refused before the form is even read, and in a flood
+# before the user is: a refusal must cost less than anything the farm
+# serves (docs/operations.md). A session whose user was deactivated a moment
+# ago is told the report type is busy rather than sent to log in; its next
+# request that gets past this is logged out.
+@refuse_over_limit(lambda request, kind: get_report(kind), template=START_PAGE, context=_form_again)
 @login_required
 def start(request: HttpRequest, kind: str) -> HttpResponse:
     report = get_report(kind)
@@ -84,35 +64,20 @@ def start(request: HttpRequest, kind: str) -> HttpResponse:
         form = report.form_class(initial={"date_from": first, "date_to": last})
         return render(request, "reports/start.html", {"report": report, "form": form})
 
-    # Over a limit is refused before the form is even read: a refusal must
-    # cost less than anything the farm serves (docs/operations.md).
-    looked = look_before_start(request, report, template=START_PAGE, context=_form_again(request, report))
-    if isinstance(looked, HttpResponse):
-        return looked
     form = report.form_class(request.POST)
     if not form.is_valid():
         if wants_json(request):
             return JsonResponse({"error": "Invalid parameters.", "fields": form.errors}, status=400)
         return render(request, "reports/start.html", {"report": report, "form": form}, status=400)
-    return _start(request, report, form, looked)
+    return _start(request, report, form)
 
 
-def _form_again(request: HttpRequest, report: Report) -> Callable[[], dict]:
-    """The start page's context, the form filled in as sent (made only for
-    browsers: fetch() callers get JSON)."""
-    return lambda: {"report": report, "form": report.form_class(request.POST)}
-
-
-def _start(
-    request: HttpRequest, report: Report, form: forms.Form, looked: Looked | None = None
-) -> HttpResponse:
+def _start(request: HttpRequest, report: Report, form: forms.Form) -> HttpResponse:
     """Start a job of `report` from a valid form: 202 with its URLs (JSON) or
     a redirect to its page; the form again with why, if it cannot start."""
     return start_response(
         request,
-        lambda: report.start(
-            user=request.user, params=report.params_from_form(form.cleaned_data), looked=looked
-        ),
+        lambda: report.start(user=request.user, params=report.params_from_form(form.cleaned_data)),
         page="reports:job",
         template=START_PAGE,
         context=lambda: {"report": report, "form": form},
@@ -176,19 +141,15 @@ def my_jobs(request: HttpRequest) -> HttpResponse:
 @login_required
 def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     job = selectors.job_of(request.user, job_id)
-    if job is None:
-        raise Http404("No such job.")
-    page = own_page(job)
-    if page is not None and page != reverse("reports:job", args=[job.id]):
-        return HttpResponseRedirect(page)  # another app's job: its own page
-    record = page_record(job, request.user)
+    # Another app's job has a page of its own ("My jobs" links it: {{ job|job_page }}).
+    if job is None or get_report(job.kind) is None:
+        raise Http404("No such report.")
     files = list(job.files.filter(complete=True))
     return render(
         request,
         "reports/job_detail.html",
         {
             "job": job,
-            "record": record,
             "files": files,
             "charts": [f for f in files if f.content_type.startswith("image/")],
             # The page shows files only once they exist: fetch it again when they do.

@@ -4,7 +4,7 @@ Django plugin reads the models through it too (pyproject.toml)."""
 
 from pathlib import Path
 
-from webfarm.core.beat import schedule
+import webfarm
 
 BASE_DIR = Path(__file__).resolve().parent
 
@@ -19,15 +19,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
-    "webfarm.core",
-    "webfarm.queues",
-    "webfarm.broker",
-    "webfarm.progress",
-    "webfarm.stats",
-    "webfarm.activity",
-    "webfarm.dashboard",
-    "webfarm.djangotasks",
-    "webfarm.limits",
+    *webfarm.APPS,
 ]
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -62,6 +54,5 @@ STATIC_URL = "static/"
 MEMCACHED = {"SERVERS": ["127.0.0.1:11211"], "NAMESPACE": "webfarm-tests"}
 CELERY_BROKER_URL = "memcached://127.0.0.1:11211"
 TASKS = {"default": {"BACKEND": "webfarm.djangotasks.backend.CeleryBackend"}}
-CELERY_BEAT_SCHEDULE = schedule(INSTALLED_APPS)
 SESSION_ENGINE = "webfarm.core.sessions"
 AUTHENTICATION_BACKENDS = ["webfarm.limits.backends.ThrottledUserBackend"]

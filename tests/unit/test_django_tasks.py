@@ -14,9 +14,10 @@ from django.test import Client, RequestFactory
 from tests.harness import django_tasks as tasks
 from webfarm.djangotasks.compat import InvalidTask, TaskResultDoesNotExist, task_backends, task_finished
 from webfarm.djangotasks.owners import TaskOwnerMiddleware, owned_by
-from webfarm.progress.api import Job, ProgressReporter
+from webfarm.progress.api import Job
+from webfarm.progress.launching.admission import StartRefused
 from webfarm.progress.records import JobRecord
-from webfarm.progress.web import StartRefused
+from webfarm.progress.reporter import ProgressReporter
 
 pytestmark = pytest.mark.django_db
 

@@ -163,7 +163,8 @@ def test_a_planted_final_document_is_refused_and_replaced_by_the_next_write(alic
     assert _document(job)["state"] == "running" and _document(job)["message"] == "still going"
 
 
-def test_the_job_page_and_the_start_answer_use_the_token_url(alice_client, job):
+def test_the_job_page_and_the_start_answer_use_the_token_url(alice_client, alice):
+    job = services.create_job(owner=alice, kind="top-customers", title="Top customers", params={})
     page = alice_client.get(f"/jobs/{job.id}/")
     assert f'data-progress-url="/progress/{job.id}/{job.read_token}/"' in page.content.decode()
 

@@ -1,3 +1,5 @@
+import logging
+
 from django.apps import AppConfig
 
 
@@ -7,7 +9,14 @@ class ActivityConfig(AppConfig):
     verbose_name = "Site activity log"
 
     def ready(self) -> None:
-        from webfarm.activity.handler import QUEUE_NAME
+        from webfarm.activity.handler import LOGGER, QUEUE_NAME, SiteLogHandler
         from webfarm.queues.front import declare_internal
 
         declare_internal(lambda: QUEUE_NAME)
+        # The site log's lines go to memcached from every node, unless the
+        # project's LOGGING gives the logger handlers of its own.
+        site_log = logging.getLogger(LOGGER)
+        if not site_log.handlers:
+            site_log.addHandler(SiteLogHandler())
+            site_log.setLevel(logging.INFO)
+            site_log.propagate = False

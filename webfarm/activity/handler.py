@@ -25,6 +25,8 @@ from webfarm.queues.exceptions import QueueError, QueueFull
 from webfarm.queues.queue import thread_queue
 
 QUEUE_NAME = "sitelog"
+# The logger each request's line goes to (webfarm.activity.middleware).
+LOGGER = "activity"
 BUFFER = 10_000
 # Records shipped in one put_many at most.
 SHIP_BATCH = 200

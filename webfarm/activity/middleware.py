@@ -16,12 +16,13 @@ from django.http import HttpRequest, HttpResponse
 from django.utils.functional import LazyObject, empty
 
 from webfarm.activity.conf import get_config
+from webfarm.activity.handler import LOGGER
 from webfarm.activity.polling import area, is_poll
 from webfarm.core.counters import count_soon
 from webfarm.core.paths import hide_tokens, loggable_path
 from webfarm.core.responses import was_logged
 
-logger = logging.getLogger("activity")
+logger = logging.getLogger(LOGGER)
 
 
 def loaded_username(request: HttpRequest) -> str | None:

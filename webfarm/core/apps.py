@@ -1,3 +1,4 @@
+from celery.signals import beat_init
 from django.apps import AppConfig
 from django.conf import settings
 
@@ -9,6 +10,7 @@ class CoreConfig(AppConfig):
 
     def ready(self) -> None:
         from webfarm.core import (
+            beat,
             checks,  # noqa: F401 (registers the checks)
             counters,  # noqa: F401 (counts refused values: webfarm.core.tampering)
             sessions,
@@ -19,3 +21,6 @@ class CoreConfig(AppConfig):
         users.connect_signals()
         if settings.SESSION_ENGINE == sessions.ENGINE:
             sessions.connect_signals()
+        # The library's periodic tasks, on whichever beat starts (the Celery
+        # app itself is the project's, and may not exist yet).
+        beat_init.connect(beat.on_beat_init, weak=False, dispatch_uid="webfarm.core.beat")

@@ -1,14 +1,20 @@
 """The periodic work the library's apps need, as Celery beat entries.
 
-A site sets `CELERY_BEAT_SCHEDULE = schedule(INSTALLED_APPS)` and runs one
-`celery beat`. Without it a job whose worker died stays running for ever (no
-reaper), ended jobs, sessions and the site log pile up, and the counters are
-never harvested. The tasks are named here as strings: each app defines its
-own, and a site lists only the apps it installed.
+The core app adds them to beat's schedule as it starts (Celery's beat_init,
+connected by webfarm.core.apps): a site runs one `celery beat` and writes
+nothing. An
+entry of the same name in CELERY_BEAT_SCHEDULE is the site's, and wins (a
+shorter reaper interval, say). Without beat a job whose worker died stays
+running for ever (no reaper), ended jobs, sessions and the site log pile up,
+and the counters are never harvested. The tasks are named here as strings:
+each app defines its own, and only the installed apps' are scheduled.
 """
 
 from collections.abc import Iterable
 from typing import Any
+
+from django.apps import apps
+from django.conf import settings
 
 # Why some sends expire: while no worker is up, they would pile up in the
 # broker and all run at once when one comes back. The drainer and the
@@ -64,3 +70,13 @@ def schedule(
     if mirrors and "webfarm.queues" in installed:
         entries["repair-queue-mirrors"] = {"task": "webfarm.queues.repair_mirrors", "schedule": 30.0}
     return entries
+
+
+def on_beat_init(sender: Any, **kwargs: Any) -> None:
+    """Celery's beat_init: the installed apps' entries onto the starting
+    beat's schedule, but for the names the site's CELERY_BEAT_SCHEDULE holds."""
+    installed = [config.name for config in apps.get_app_configs()]
+    mirrors = bool(getattr(settings, "QUEUES", {}).get("MIRRORS"))
+    site = sender.app.conf.beat_schedule or {}
+    ours = schedule(installed, mirrors=mirrors)
+    sender.scheduler.update_from_dict({name: entry for name, entry in ours.items() if name not in site})

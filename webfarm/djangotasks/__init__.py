@@ -10,10 +10,11 @@ progress, metadata, cancel, limits and results readable from any node.
         context.metadata["indexed"] = 0                  # django/new-features #141
         context.save_metadata()
 
-docs/tasks.md says the rest. The names a task module needs are here too, from
-Django on 6 and from the backport on 5.2, so one site's code runs on both.
+docs/tasks.md says the rest. `task` is Django's on 6 and the backport's on
+5.2, so one site's task modules run on both.
 """
 
-from webfarm.djangotasks.compat import InvalidTask, TaskResultStatus, task
+from webfarm.djangotasks.compat import task
+from webfarm.djangotasks.owners import owned_by
 
-__all__ = ["InvalidTask", "TaskResultStatus", "task"]
+__all__ = ["owned_by", "task"]

@@ -31,8 +31,9 @@ from webfarm.djangotasks.compat import (
 from webfarm.djangotasks.jobs import DEFAULT_QUEUE, NAME, PREFIX, Options, job_type_for
 from webfarm.djangotasks.owners import current_owner
 from webfarm.djangotasks.results import ProgressTaskResult, result_of
-from webfarm.progress.api import Job, is_valid_job_id
-from webfarm.progress.web import cancel
+from webfarm.progress.api import Job
+from webfarm.progress.ids import is_valid_job_id
+from webfarm.progress.services import cancel_job
 
 
 class CeleryBackend(BaseTaskBackend):
@@ -47,8 +48,8 @@ class CeleryBackend(BaseTaskBackend):
 
     def enqueue(self, task: Task, args: Any, kwargs: Any) -> ProgressTaskResult:
         """Start the task as a job, for the request's user (webfarm.djangotasks.owners).
-        Raises what a job's start does: StartRefused over a limit,
-        ProgressUnavailable or BrokerUnavailable (webfarm.progress.web.start_response
+        Raises what a job's start does, webfarm.progress.web.TryLater: over a limit,
+        memcached or the broker away (webfarm.progress.web.start_response
         answers each)."""
         self.validate_task(task)
         params = {
@@ -72,7 +73,7 @@ class CeleryBackend(BaseTaskBackend):
         progress write or check (its result: FAILED, the error naming
         webfarm.progress.exceptions.JobCancelled). A finished task stays as it is."""
         job = self._job(result_id)
-        cancel(job)
+        cancel_job(job=job)
         job.refresh_from_db()
         return result_of(job, backend=self.alias)
 

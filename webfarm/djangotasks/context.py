@@ -8,7 +8,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from webfarm.djangotasks.compat import TaskContext
-from webfarm.progress.api import ProgressReporter
+from webfarm.progress.reporter import ProgressReporter
 
 
 # Django's TaskContext is a frozen dataclass too; its stubs do not say so.

@@ -24,7 +24,8 @@ from webfarm.djangotasks.compat import (
 )
 from webfarm.djangotasks.context import ProgressContext
 from webfarm.djangotasks.results import result_of, task_of
-from webfarm.progress.api import Job, JobResult, JobType, SlotLimits, Tracker, add_source, job_ended
+from webfarm.progress.api import Job, JobResult, JobType, SlotLimits, Tracker, job_ended
+from webfarm.progress.registry import add_source
 
 BACKEND = "webfarm.djangotasks.backend.CeleryBackend"
 DEFAULT_QUEUE = "default"

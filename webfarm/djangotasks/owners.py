@@ -7,19 +7,22 @@ and only staff see it.
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import TYPE_CHECKING
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.http import HttpRequest, HttpResponse
+
+if TYPE_CHECKING:  # not at import: `webfarm.djangotasks` is imported before the apps are ready
+    from django.contrib.auth.models import AbstractBaseUser
 
 # A callable, not the user: the request's user is read (a session lookup)
 # only when a task is enqueued, not on every request.
-_owner: ContextVar[Callable[[], AbstractBaseUser | None] | None] = ContextVar(
+_owner: ContextVar["Callable[[], AbstractBaseUser | None] | None"] = ContextVar(
     "webfarm_djangotasks_owner", default=None
 )
 
 
 @contextmanager
-def owned_by(user: AbstractBaseUser | None) -> Iterator[None]:
+def owned_by(user: "AbstractBaseUser | None") -> Iterator[None]:
     """Tasks enqueued in the block belong to `user` (None: to no one)."""
     token = _owner.set(lambda: user)
     try:
@@ -28,7 +31,7 @@ def owned_by(user: AbstractBaseUser | None) -> Iterator[None]:
         _owner.reset(token)
 
 
-def current_owner() -> AbstractBaseUser | None:
+def current_owner() -> "AbstractBaseUser | None":
     find = _owner.get()
     user = find() if find is not None else None
     return user if user is not None and user.is_authenticated else None

@@ -9,7 +9,7 @@ from django.utils.module_loading import import_string
 
 from webfarm.djangotasks.compat import Task, TaskError, TaskResult, TaskResultDoesNotExist, TaskResultStatus
 from webfarm.progress.api import Job
-from webfarm.progress.web import job_progress
+from webfarm.progress.selectors import record_of
 
 STATUS = {
     "queued": TaskResultStatus.READY,
@@ -69,7 +69,7 @@ def result_of(
 ) -> ProgressTaskResult:
     """`progress`: the bar's document if the caller has it (else read, one memcached trip)."""
     task = task or task_of(job)
-    progress = job_progress(job) if progress is None else progress
+    progress = record_of(job).public() if progress is None else progress
     params = job.params
     result = ProgressTaskResult(
         task=task,

@@ -15,8 +15,8 @@ from django.views.decorators.http import require_GET
 
 from webfarm.djangotasks.jobs import PREFIX, alias_of
 from webfarm.djangotasks.results import ProgressTaskResult, result_of
-from webfarm.progress.api import is_valid_job_id
-from webfarm.progress.web import jobs_seen_by
+from webfarm.progress.ids import is_valid_job_id
+from webfarm.progress.selectors import jobs_seen_by
 
 
 def _own_result(request: HttpRequest, result_id: str) -> ProgressTaskResult:

@@ -28,19 +28,15 @@ that a job ended, however it ended (webfarm.progress.signals).
 
 from webfarm.progress.countdown import PartSpec
 from webfarm.progress.exceptions import JobCancelled, JobFailed
-from webfarm.progress.ids import is_valid_job_id
 from webfarm.progress.jobtype import JobType, job_type
 from webfarm.progress.jobtype_base import SlotLimits
 from webfarm.progress.models import Job, JobPart
 from webfarm.progress.outcome import JobResult
-from webfarm.progress.records import MAX_PARTS
-from webfarm.progress.registry import add_source, register
-from webfarm.progress.reporter import ProgressReporter
+from webfarm.progress.registry import register
 from webfarm.progress.services import Tracker
 from webfarm.progress.signals import job_ended
 
 __all__ = [
-    "MAX_PARTS",
     "Job",
     "JobCancelled",
     "JobFailed",
@@ -48,11 +44,8 @@ __all__ = [
     "JobResult",
     "JobType",
     "PartSpec",
-    "ProgressReporter",
     "SlotLimits",
     "Tracker",
-    "add_source",
-    "is_valid_job_id",
     "job_ended",
     "job_type",
     "register",

@@ -1,8 +1,9 @@
 from django.apps import AppConfig
+from django.urls import register_converter
 from django.utils.module_loading import autodiscover_modules
 
 from webfarm.core.paths import hide_in_logs
-from webfarm.progress.ids import ID_PATTERN
+from webfarm.progress.ids import ID_PATTERN, JobIdConverter
 
 
 class ProgressConfig(AppConfig):
@@ -11,6 +12,8 @@ class ProgressConfig(AppConfig):
     verbose_name = "Job progress over memcached"
 
     def ready(self) -> None:
+        # A job's id in any app's URL patterns: <webfarm_job:job_id>.
+        register_converter(JobIdConverter, "webfarm_job")
         # Registers checks and signal receivers (liveness: a worker's main process).
         from webfarm.progress import checks, conf, liveness  # noqa: F401
 

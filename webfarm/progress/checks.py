@@ -6,7 +6,6 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 
-from webfarm.core.beat import REAPER
 from webfarm.progress.conf import get_config
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
@@ -42,22 +41,4 @@ def check_progress_settings(app_configs: Any = None, **kwargs: Any) -> list[chec
                 id="webfarm.W001",
             )
         )
-    errors.extend(check_reaper_scheduled())
     return errors
-
-
-def check_reaper_scheduled() -> list[checks.CheckMessage]:
-    """Without the reaper on beat's schedule, a job whose worker died shows
-    as running for ever. A site that schedules it elsewhere (a database
-    scheduler, cron) silences this warning."""
-    scheduled = getattr(settings, "CELERY_BEAT_SCHEDULE", None) or {}
-    if any(isinstance(entry, dict) and entry.get("task") == REAPER for entry in scheduled.values()):
-        return []
-    return [
-        checks.Warning(
-            f"no {REAPER} in CELERY_BEAT_SCHEDULE: a job whose worker dies stays running for ever",
-            hint="CELERY_BEAT_SCHEDULE = webfarm.core.beat.schedule(INSTALLED_APPS), and run one "
-            "`celery -A <project> beat` (or SILENCED_SYSTEM_CHECKS if another scheduler sends it).",
-            id="webfarm_progress.W002",
-        )
-    ]

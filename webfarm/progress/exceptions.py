@@ -3,7 +3,15 @@
 UNAVAILABLE_RETRY_AFTER = 5
 
 
-class ProgressUnavailable(Exception):
+class TryLater(Exception):
+    """The farm cannot do it now (a start over a limit, memcached or the
+    broker away): say `str(exc)` and ask again after `retry_after` seconds.
+    webfarm.progress.web.start_response() answers each as a 503."""
+
+    retry_after: int = UNAVAILABLE_RETRY_AFTER
+
+
+class ProgressUnavailable(TryLater):
     """memcached could not be reached or refused the write (full under -M)."""
 
 

@@ -30,3 +30,17 @@ def is_valid_job_id(value: object) -> bool:
 
 # A read token has a job id's shape: 22 URL-safe characters.
 is_valid_read_token = is_valid_job_id
+
+
+class JobIdConverter:
+    """`<webfarm_job:job_id>` in a URL pattern (registered by the progress
+    app): only a string new_job_id() could have made reaches the view; any
+    other is a 404, never a query (PostgreSQL refuses a NUL byte with an error)."""
+
+    regex = ID_PATTERN
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value

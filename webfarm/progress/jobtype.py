@@ -11,7 +11,7 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from webfarm.progress.countdown import PartSpec
 from webfarm.progress.jobtype_base import JobTypeBase
-from webfarm.progress.launching.admission import Looked, start_job
+from webfarm.progress.launching.admission import start_job
 from webfarm.progress.models import Job, JobPart
 from webfarm.progress.outcome import JobResult
 from webfarm.progress.registry import register
@@ -21,18 +21,14 @@ from webfarm.progress.services import Tracker
 class JobType(JobTypeBase):
     """A kind of long job. Subclasses set the class attributes and run()."""
 
-    def start(
-        self, *, user: AbstractBaseUser | None, params: dict[str, Any], looked: Looked | None = None
-    ) -> Job:
+    def start(self, *, user: AbstractBaseUser | None, params: dict[str, Any]) -> Job:
         """Start a job of this type for `user` (None: for no user; only staff
         see it, and only the per-kind limit holds it): its limit slots taken, its
-        record written, its task sent. `looked`: what
-        webfarm.progress.web.look_before_start() saw a moment ago, so the limits are
-        not looked at twice. Raises StartRefused (over a limit: nothing
-        recorded), ProgressUnavailable (nothing recorded) or BrokerUnavailable
-        (recorded as failed, with the reason): webfarm.progress.web.start_response()
+        record written, its task sent. Raises TryLater: over a limit or with
+        memcached away, nothing is recorded; with the broker away, the job is
+        recorded as failed, with the reason. webfarm.progress.web.start_response()
         answers each."""
-        return start_job(user=user, job_type=self, params=params, looked=looked)
+        return start_job(user=user, job_type=self, params=params)
 
 
 # A whole job's body returns its JobResult; a part's (called with part=), its dict.

@@ -12,6 +12,7 @@ from webfarm.progress.conf import get_config
 from webfarm.progress.countdown import PartSpec
 from webfarm.progress.models import Job, JobPart
 from webfarm.progress.outcome import JobResult
+from webfarm.progress.records import MAX_PARTS
 from webfarm.progress.services import Tracker
 
 
@@ -48,6 +49,8 @@ class JobTypeBase:
     queue: str | None = None
     # The URL name of the job's own page, taking the job id (None: no page).
     page: ClassVar[str | None] = None
+    # The most parts split() may give (one record holds every part's state): read it, never set it.
+    max_parts: ClassVar[int] = MAX_PARTS
 
     def time_limit_seconds(self) -> int:
         return self.time_limit

@@ -1,12 +1,14 @@
 """The registry of job types: finds one by name on any node (the web node
 that starts it, the worker that runs it, the reaper that runs it again).
 
-A job type registers itself (progress.types); an app whose job types come
-from a setting adds a source instead (add_source()), read on every lookup, so
-the setting can change under a test.
+A job type registers itself (job_type() does it; a JobType subclass's
+instance is given to register()); an app whose job types come from a setting
+registers a source instead, a function read on every lookup, so the setting
+can change under a test.
 """
 
 from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from webfarm.progress.jobtype_base import JobTypeBase
 
@@ -17,7 +19,16 @@ _registered: dict[str, JobTypeBase] = {}
 _sources: list[Callable[[], Iterable[JobTypeBase]]] = []
 
 
-def register(job: JobTypeBase) -> JobTypeBase:
+Source = Callable[[], Iterable[JobTypeBase]]
+Registered = TypeVar("Registered", bound=JobTypeBase | Source)
+
+
+def register(job: Registered) -> Registered:
+    """A job type, found by its name on every node; or a source of job types
+    (a function returning them, asked on every lookup). Returns what it got."""
+    if not isinstance(job, JobTypeBase):
+        add_source(job)
+        return job
     if not 0 < len(job.name) <= MAX_NAME:
         raise ValueError(f"a job type's name has 1 to {MAX_NAME} characters: {job.name!r}")
     existing = _registered.get(job.name)

@@ -114,6 +114,17 @@ def published_document(*, job_id: str, token: str) -> bytes | dict[str, Any] | N
         return record.public() if compare_digest(record.read_token, token) else None
 
 
+def record_of(job: Job) -> JobRecord:
+    """The job's record as it stands, for a caller that may see it: from
+    memcached, or rebuilt from its row when memcached is away or has lost
+    it (a page then shows the row's state, and its bar retries)."""
+    try:
+        record = job_record(job_id=job.id, owner_id=None)
+    except ProgressUnavailable:
+        record = None
+    return record_from_job(job) if record is None else record
+
+
 def job_rows(jobs: Iterable[Job]) -> list[tuple[Job, JobRecord]]:
     """Each job beside its record: live from memcached (one get_many) for jobs
     the database does not know as ended, rebuilt from the row for the rest."""

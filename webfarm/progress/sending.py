@@ -14,7 +14,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from webfarm.progress import services
-from webfarm.progress.exceptions import JobNotRunnable
+from webfarm.progress.exceptions import JobNotRunnable, TryLater
 from webfarm.progress.jobtype_base import JobTypeBase
 from webfarm.progress.models import Job, JobPart
 from webfarm.progress.registry import get_job_type
@@ -32,7 +32,7 @@ MERGE_JOB = "webfarm.progress.merge_job"
 HARD_LIMIT_GRACE = 30
 
 
-class BrokerUnavailable(Exception):
+class BrokerUnavailable(TryLater):
     """The task could not be sent to the workers; the job was ended as failed."""
 
     def __init__(self, message: str, *, full: bool = False) -> None:

@@ -1,8 +1,10 @@
 """What an app's views need to start jobs and show them, the same in every
 app: a start, or why it did not start, as the answer (202 JSON or a redirect;
-503 with Retry-After and the form again, saying why); a job's record for its
-page; its rows for a list.
+503 with Retry-After and the form again, saying why); a start over a limit
+refused before the view reads its form; a job's rows for a list; cancel.
 
+    @refuse_over_limit(lambda request: count_orders, template="counts/start.html",
+                       context=lambda request, job_type: {"form": StartForm(request.POST)})
     @require_POST
     @login_required
     def start(request):
@@ -18,44 +20,33 @@ page; its rows for a list.
 """
 
 from collections.abc import Callable
+from functools import wraps
 from typing import Any
 
 from django.contrib.auth import SESSION_KEY
-from django.contrib.auth.models import AbstractBaseUser
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 
 from webfarm.core.http import json_error, wants_json
 from webfarm.core.refusals import note_refusal, refusal_response
-from webfarm.progress import services
-from webfarm.progress.exceptions import UNAVAILABLE_RETRY_AFTER, ProgressUnavailable
+from webfarm.progress.exceptions import UNAVAILABLE_RETRY_AFTER, ProgressUnavailable, TryLater
 from webfarm.progress.jobtype_base import JobTypeBase
-from webfarm.progress.launching.admission import Looked, StartRefused, look_at_limits, refused_in_flood
+from webfarm.progress.launching.admission import (
+    Looked,
+    StartRefused,
+    look_at_limits,
+    looked_early,
+    refused_in_flood,
+)
 from webfarm.progress.models import Job
-from webfarm.progress.rebuilt import record_from_job
-from webfarm.progress.records import JobRecord
-from webfarm.progress.registry import get_job_type
-from webfarm.progress.selectors import job_record, job_rows, jobs_seen_by
+from webfarm.progress.selectors import job_rows
 from webfarm.progress.sending import BrokerUnavailable
 
-__all__ = [
-    "BrokerUnavailable",
-    "Looked",
-    "ProgressUnavailable",
-    "StartRefused",
-    "cancel",
-    "flood_refusal_response",
-    "job_progress",
-    "job_rows",
-    "jobs_seen_by",
-    "look_before_start",
-    "own_page",
-    "page_record",
-    "start_response",
-]
+__all__ = ["TryLater", "job_rows", "refuse_over_limit", "start_response"]
 
 Context = Callable[[], dict[str, Any]]
+View = Callable[..., HttpResponse]
 
 
 def start_response(
@@ -100,6 +91,49 @@ def start_response(
             status=202,
         )
     return HttpResponseRedirect(job_url)
+
+
+def refuse_over_limit(
+    job_type_of: Callable[..., JobTypeBase | None],
+    *,
+    template: str,
+    context: Callable[[HttpRequest, JobTypeBase], dict[str, Any]],
+) -> Callable[[View], View]:
+    """A view that starts jobs, its POSTs over a farm-wide limit refused
+    before it runs (a refusal must cost less than anything the farm serves:
+    its form is not even read), answered as start_response() answers them.
+    Put it above login_required: in a flood of starts against a full limit,
+    a signed-in session is refused before its user is read.
+
+    `job_type_of(request, *args, **kwargs)`: the job type the POST would
+    start (None: the view decides). `context(request, job_type)`: the page's
+    context, for a browser's refusal (`template` with the form and why)."""
+
+    def decorate(view: View) -> View:
+        @wraps(view)
+        def refusing(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            job_type = job_type_of(request, *args, **kwargs) if request.method == "POST" else None
+            if job_type is None:
+                return view(request, *args, **kwargs)
+            kept = job_type
+
+            def again() -> dict[str, Any]:
+                return context(request, kept)
+
+            refused = flood_refusal_response(request, job_type, template=template, context=again)
+            if refused is not None:
+                return refused
+            if not request.user.is_authenticated:
+                return view(request, *args, **kwargs)  # login_required answers
+            looked = look_before_start(request, job_type, template=template, context=again)
+            if isinstance(looked, HttpResponse):
+                return looked
+            with looked_early(request.user, job_type, looked):
+                return view(request, *args, **kwargs)
+
+        return refusing
+
+    return decorate
 
 
 def look_before_start(
@@ -148,42 +182,6 @@ def unavailable_response(
     response = render(request, template, {**context(), "unavailable": message}, status=503)
     response["Retry-After"] = str(UNAVAILABLE_RETRY_AFTER)
     return response
-
-
-def page_record(job: Job, user: AbstractBaseUser) -> JobRecord:
-    """The job's record for its page (the owner's), or one made from its row
-    when memcached is away: the bar retries and says so."""
-    try:
-        record = job_record(job_id=job.id, owner_id=user.pk)
-    except ProgressUnavailable:
-        return record_from_job(job)
-    return record_from_job(job) if record is None else record
-
-
-def job_progress(job: Job) -> dict[str, Any]:
-    """The job's progress as its poll answers it (state, percent, stage,
-    message, ETA, metadata...), for any caller on any node: from memcached,
-    or from its row when memcached is away or lost the record."""
-    try:
-        record = job_record(job_id=job.id, owner_id=None)
-    except ProgressUnavailable:
-        record = None
-    return (record or record_from_job(job)).public()
-
-
-def cancel(job: Job) -> dict[str, Any]:
-    """Ask the job to stop (whoever may: the caller decides): a queued job
-    ends at once, a running one at its next progress write or check. Returns
-    its progress as it stands. Raises ProgressUnavailable."""
-    return services.cancel_job(job=job).public()
-
-
-def own_page(job: Job) -> str | None:
-    """The URL of the page the job's type names for its jobs (None: none, or
-    the type is gone): a page of one app that is shown another app's job
-    sends the browser there."""
-    job_type = get_job_type(job.kind)
-    return job_type.page_url(job.id) if job_type is not None and job_type.page else None
 
 
 def _call(undo: Callable[[], object] | None) -> None:

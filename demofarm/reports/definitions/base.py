@@ -18,13 +18,11 @@ from demofarm.reports.conf import get_config
 from demofarm.reports.models import Order, OrderLine
 from webfarm.limits.conf import get_config as get_limits
 from webfarm.progress.api import (
-    MAX_PARTS,
     Job,
     JobFailed,
     JobResult,
     JobType,
     PartSpec,
-    ProgressReporter,
     SlotLimits,
     Tracker,
 )
@@ -90,7 +88,7 @@ def order_line_ids() -> tuple[int, int]:
 
 
 def scan_order_lines(
-    reporter: ProgressReporter,
+    tracker: Tracker,
     fields: Sequence[str],
     *,
     date_from: str,
@@ -119,6 +117,7 @@ def scan_order_lines(
     total = max(hi - lo + 1, 0)
     config = get_config()
     chunk, pause = config["CHUNK_ROWS"], config["CHUNK_PAUSE"]
+    reporter = tracker.reporter
     reporter.stage("reading orders", total=total, message="reading order lines")
     line_fields = [name for name in fields if not name.startswith("order__")]
     order_fields = [name.removeprefix("order__") for name in fields if name.startswith("order__")]
@@ -167,7 +166,7 @@ def split_order_lines() -> list[PartSpec] | None:
     if lo is None:
         return [PartSpec(size=1, params={"first": 0, "last": -1})]
     rows = hi - lo + 1
-    count = max(1, min(math.ceil(rows / max(config["PART_ROWS"], 1)), config["MAX_PARTS"], MAX_PARTS))
+    count = max(1, min(math.ceil(rows / max(config["PART_ROWS"], 1)), config["MAX_PARTS"], JobType.max_parts))
     step = math.ceil(rows / count)
     return [
         PartSpec(
@@ -186,12 +185,13 @@ def safe_cell(value: object) -> object:
 def write_csv(
     *,
     job: Job,
-    reporter: ProgressReporter,
+    tracker: Tracker,
     name: str,
     header: Sequence[str],
     rows: Sequence[Iterable[object]],
 ) -> results.ResultWriter:
     """Write rows as a CSV result file, reporting rows written."""
+    reporter = tracker.reporter
     reporter.stage("writing file", total=len(rows), message=f"writing {name}")
     with results.ResultWriter(job, name, "text/csv") as out:
         text = io.TextIOWrapper(out, encoding="utf-8", newline="", write_through=True)

@@ -29,7 +29,7 @@ class ReturnRates(Report):
         filters = {"product__category": params["category"]} if params.get("category") else {}
         sold: dict[int, list[int]] = defaultdict(lambda: [0, 0])  # product -> [units, returned]
         for product_id, quantity, returned in scan_order_lines(
-            reporter,
+            tracker,
             ("product_id", "quantity", "returned"),
             date_from=params["date_from"],
             date_to=params["date_to"],
@@ -74,7 +74,7 @@ class ReturnRates(Report):
 
         write_csv(
             job=job,
-            reporter=reporter,
+            tracker=tracker,
             name="return-rates.csv",
             header=[
                 "sku",

@@ -16,7 +16,7 @@ from demofarm.reports.definitions.base import (
 )
 from demofarm.reports.models import REGIONS
 from webfarm.core.charts import png_chart
-from webfarm.progress.api import Job, JobFailed, JobPart, JobResult, PartSpec, ProgressReporter, Tracker
+from webfarm.progress.api import Job, JobFailed, JobPart, JobResult, PartSpec, Tracker
 
 # (region, month) -> [orders, units, gross cents, returned cents]
 Totals = dict[tuple[str, str], list[int]]
@@ -46,14 +46,14 @@ class SalesByRegion(Report):
         self, *, job: Job, part: JobPart, params: dict[str, Any], tracker: Tracker
     ) -> dict[str, Any]:
         ids = (part.params["first"], part.params["last"])
-        return _partial(_scan(tracker.reporter, params, ids=ids))
+        return _partial(_scan(tracker, params, ids=ids))
 
     def merge(self, *, job: Job, parts: list[JobPart], params: dict[str, Any], tracker: Tracker) -> JobResult:
         return self._write(job, tracker, params, _added_up([part.result for part in parts]))
 
     def run(self, *, job: Job, params: dict[str, Any], tracker: Tracker) -> JobResult:
         """The report in one run (REPORTS_PART_ROWS=0)."""
-        return self._write(job, tracker, params, _added_up([_partial(_scan(tracker.reporter, params))]))
+        return self._write(job, tracker, params, _added_up([_partial(_scan(tracker, params))]))
 
     def _write(self, job: Job, tracker: Tracker, params: dict[str, Any], totals: Totals) -> JobResult:
         reporter = tracker.reporter
@@ -88,7 +88,7 @@ class SalesByRegion(Report):
 
         write_csv(
             job=job,
-            reporter=reporter,
+            tracker=tracker,
             name="sales-by-region.csv",
             header=[
                 "region",
@@ -121,12 +121,10 @@ _FIELDS = (
 )
 
 
-def _scan(
-    reporter: ProgressReporter, params: dict[str, Any], *, ids: tuple[int, int] | None = None
-) -> Iterator:
+def _scan(tracker: Tracker, params: dict[str, Any], *, ids: tuple[int, int] | None = None) -> Iterator:
     filters = {"order__customer__region__in": params["regions"]} if params.get("regions") else {}
     return scan_order_lines(
-        reporter, _FIELDS, date_from=params["date_from"], date_to=params["date_to"], ids=ids, **filters
+        tracker, _FIELDS, date_from=params["date_from"], date_to=params["date_to"], ids=ids, **filters
     )
 
 

@@ -36,7 +36,7 @@ class TopCustomers(Report):
         last_order = None
         fields = ("order_id", "order__customer_id", "quantity", "unit_price_cents", "returned")
         for order_id, customer_id, quantity, price, returned in scan_order_lines(
-            reporter, fields, date_from=params["date_from"], date_to=params["date_to"], **filters
+            tracker, fields, date_from=params["date_from"], date_to=params["date_to"], **filters
         ):
             cell = totals[customer_id]
             if order_id != last_order:
@@ -71,7 +71,7 @@ class TopCustomers(Report):
 
         write_csv(
             job=job,
-            reporter=reporter,
+            tracker=tracker,
             name="top-customers.csv",
             header=["rank", "customer", "email", "region", "orders", "units", "net_revenue", "average_order"],
             rows=rows,

@@ -4,6 +4,9 @@ trip, or none in a flood), its slots taken with its record, its task sent.
 
 import math
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -16,7 +19,7 @@ from webfarm.core.slots import Lease, LimitReached, SlotsTaken, SlotsUnavailable
 from webfarm.progress import services, store
 from webfarm.progress.conf import get_config
 from webfarm.progress.countdown import PartSpec
-from webfarm.progress.exceptions import ProgressUnavailable
+from webfarm.progress.exceptions import ProgressUnavailable, TryLater
 from webfarm.progress.ids import new_job_id
 from webfarm.progress.jobtype_base import JobTypeBase, SlotLimits
 from webfarm.progress.models import Job
@@ -25,7 +28,7 @@ from webfarm.progress.registry import get_job_type
 from webfarm.progress.sending import send_job
 
 
-class StartRefused(Exception):
+class StartRefused(TryLater):
     """Over a farm-wide limit: nothing was recorded; try again after retry_after."""
 
     def __init__(self, message: str, *, reason: str, retry_after: int) -> None:
@@ -108,6 +111,32 @@ def look_at_limits(*, user: AbstractBaseUser | AnonymousUser | None, job_type: J
     raise _refused(user, job_type, refusal)
 
 
+# What a view's early look (webfarm.progress.web.refuse_over_limit) saw, for
+# the start the view then makes: its limits are not looked at twice.
+_early_look: ContextVar[tuple[str, object, Looked] | None] = ContextVar("webfarm_early_look", default=None)
+
+
+@contextmanager
+def looked_early(
+    user: AbstractBaseUser | AnonymousUser | None, job_type: JobTypeBase, looked: Looked
+) -> Iterator[None]:
+    token = _early_look.set((job_type.name, getattr(user, "pk", None), looked))
+    try:
+        yield
+    finally:
+        _early_look.reset(token)
+
+
+def _looked_for(user: AbstractBaseUser | AnonymousUser | None, job_type: JobTypeBase) -> Looked | None:
+    """The early look at this user's start of this type, once: a second start
+    in the same request looks again."""
+    early = _early_look.get()
+    if early is None or early[:2] != (job_type.name, getattr(user, "pk", None)):
+        return None
+    _early_look.set(None)
+    return early[2]
+
+
 def start_job(
     *,
     user: AbstractBaseUser | None,
@@ -122,6 +151,8 @@ def start_job(
     Raises StartRefused (over a limit), ProgressUnavailable (nothing recorded)
     or BrokerUnavailable (the job is recorded as failed with the reason).
     """
+    if looked is None:
+        looked = _looked_for(user, job_type)
     registered = get_job_type(job_type.name)
     # By class, not identity: a source may build its instances again (a settings change, another thread).
     if registered is None or type(registered) is not type(job_type):

@@ -2,8 +2,9 @@
 
 {% load webfarm_progress %}
 {% progress_assets %}            in <head>: the bar's CSS and JS
-{% progress_bar job record %}    a live bar for `job` (record: its JobRecord, optional),
-                                 or for a django.tasks result (its id is its job's)
+{% progress_bar job %}           a live bar for `job`, or for a django.tasks result
+                                 (its id is its job's); a list that read its jobs'
+                                 records at once (job_rows) passes each: {% progress_bar job record %}
 {{ job|job_page }}               the URL of the job's own page (its job type's)
 {{ record|parts_line }}          a job split in parts: how many run, wait, and where
 """
@@ -17,6 +18,7 @@ from django.utils.html import format_html
 
 from webfarm.progress.models import Job
 from webfarm.progress.registry import get_job_type
+from webfarm.progress.selectors import record_of
 
 register = template.Library()
 
@@ -47,6 +49,8 @@ def progress_bar(
         if found is None:
             raise ValueError(f"progress_bar takes a job or a task's result, not {job!r:.100}")
         job = found
+    if record is None:
+        record = record_of(job)  # the page's viewer may see it: the view found it for them
     request = context.get("request")
     # A page rendered without the csrf context processor still gets a cancel that works.
     csrf_token = context.get("csrf_token") or (get_token(request) if request is not None else None)
