@@ -18,7 +18,7 @@ PORT ?= 8000
 # Where `make run` starts its memcached (or uses the one that answers there).
 MEMCACHED_PORT ?= 11211
 # pytest-xdist workers: farm tests mostly wait on processes, so a 2-core
-# machine keeps three busy (docs/testing.md, "Time", has the measurements).
+# machine keeps three busy (CONTRIBUTING.md, "Time", has the measurements).
 TEST_WORKERS ?= 3
 CHECK_WORKERS ?= 3
 

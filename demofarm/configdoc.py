@@ -1,7 +1,8 @@
-"""Each app's settings as docs/configuration.md lists them, written from the
-apps' own declarations (webfarm.core.appsettings): `python -m demofarm.configdoc`
-prints the section, `--write` puts it in the page. tests/unit/test_configuration.py
-holds the page to it.
+"""Each app's settings as the docs list them, written from the apps' own
+declarations (webfarm.core.appsettings): the library's in docs/configuration.md
+as Django settings, the demo's in demofarm/README.md as the variables it reads.
+`python -m demofarm.configdoc` prints both sections, `--write` puts them in
+their pages. tests/unit/test_configuration.py holds the pages to them.
 """
 
 import importlib
@@ -15,7 +16,9 @@ from django.conf import settings
 
 from webfarm.core.appsettings import AppSettings
 
-PAGE = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = ROOT / "docs" / "configuration.md"
+DEMO_PAGE = ROOT / "demofarm" / "README.md"
 BEGIN = "<!-- the apps' settings: written by `python -m demofarm.configdoc --write` -->"
 END = "<!-- end of the apps' settings -->"
 
@@ -40,25 +43,40 @@ def _default(value: Any) -> str:
     return f"`{value}`" if value != "" else "empty"
 
 
+def _heading(config: AppSettings, named: str) -> list[str]:
+    return ["", f"### `{config.setting}`", "", f"| {named} | default | meaning |", "| --- | --- | --- |"]
+
+
 def section(configs: list[AppSettings]) -> str:
+    """The library's apps' settings, as a project writes them in its settings."""
     lines = [
         BEGIN,
         "",
         "## The apps' settings",
         "",
-        "Each app declares its settings once, in its `conf.py`: default, type, variable and the line below.",
-        "In Django's settings each app's are one dict (`PROGRESS = {\"FLUSH_INTERVAL\": 1.0}`), and a key",
-        "missing from it keeps its default; this project's `demofarm/settings.py` reads every key from its",
-        "variable (`demofarm.env.env_app`).",
+        "Each app's settings are one dict in the project's settings",
+        '(`PROGRESS = {"JOBS_PER_USER": 4}`); a key it leaves out keeps its default.',
     ]
     for config in configs:
-        lines += [
-            "",
-            f"### `{config.setting}`",
-            "",
-            "| variable | default | meaning |",
-            "| --- | --- | --- |",
-        ]
+        lines += _heading(config, "setting")
+        for item in config.declared:
+            lines.append(f'| `{config.setting}["{item.key}"]` | {_default(item.default)} | {item.doc} |')
+    return "\n".join([*lines, "", END])
+
+
+def demo_section(configs: list[AppSettings]) -> str:
+    """Every app's settings as the demo reads them: one variable per key."""
+    lines = [
+        BEGIN,
+        "",
+        "## The apps' settings, as variables",
+        "",
+        "The demo reads every key of every app's settings from a variable named for it",
+        '(`QUEUES_HOLE_WAIT` is `QUEUES["HOLE_WAIT"]`, `demofarm.env.env_app`): the library\'s are in',
+        "[docs/configuration.md](../docs/configuration.md), the demo's own apps' here.",
+    ]
+    for config in configs:
+        lines += _heading(config, "variable")
         for item in config.declared:
             variable = f"`{config.variable(item)}`" if item.environ else f"settings only: `{item.key}`"
             lines.append(f"| {variable} | {_default(item.default)} | {item.doc} |")
@@ -71,13 +89,21 @@ def page_with(text: str, generated: str) -> str:
     return head + generated + tail
 
 
+def pages() -> dict[Path, str]:
+    """Each page and the section it holds."""
+    apps = list(settings.INSTALLED_APPS)
+    ours = app_settings([app for app in apps if app.startswith("webfarm.")])
+    demo = app_settings([app for app in apps if app.startswith("demofarm.")])
+    return {PAGE: section(ours), DEMO_PAGE: demo_section(demo)}
+
+
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demofarm.settings")
-    generated = section(app_settings(list(settings.INSTALLED_APPS)))
-    if "--write" in sys.argv[1:]:
-        PAGE.write_text(page_with(PAGE.read_text(), generated))
-    else:
-        print(generated)
+    for page, generated in pages().items():
+        if "--write" in sys.argv[1:]:
+            page.write_text(page_with(page.read_text(), generated))
+        else:
+            print(generated)
 
 
 if __name__ == "__main__":

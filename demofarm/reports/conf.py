@@ -37,7 +37,7 @@ get_config = AppSettings(
             "PART_ROWS",
             100_000,
             "the sales report runs in parts of about this many order lines (by id), at once on any workers; "
-            "`0` runs it whole ([jobs.md](jobs.md#one-job-many-workers))",
+            "`0` runs it whole ([docs/jobs.md](../docs/jobs.md#one-job-many-workers))",
         ),
         Setting("MAX_PARTS", 16, "the most parts a sales report is split in"),
         Setting("RESULT_CHUNK_BYTES", 512 * 1024, "bytes per stored result chunk (database rows)"),

@@ -1,6 +1,6 @@
 """A short chaos run (bench/chaos): faults at moments a fixed seed picks, on
 the loopback farm under a workload, and every invariant of bench/chaos/checker.py checked
-afterwards. The long runs for a release are in docs/testing.md."""
+afterwards. The long runs for a release are in CONTRIBUTING.md."""
 
 import pytest
 

@@ -8,7 +8,7 @@ included) and to its program.
 
 The controller reads /proc once a second. A process that a worker started
 and that left its parent (a daemon) counts as "none"; what a process used
-in its last second before it ended is not seen. docs/testing.md ("Where
+in its last second before it ended is not seen. CONTRIBUTING.md ("Where
 the time goes") is written from it.
 """
 

@@ -4,7 +4,7 @@
 check as they are) at a thousand rounds, not a million: Django's advice for
 tests. A login in a test farm then costs what a page does, not a third of a
 second of a core, which on a loaded machine held a node's threads for seconds
-and made the requests queued behind them late (docs/testing.md, "Password
+and made the requests queued behind them late (CONTRIBUTING.md, "Password
 hashing in the test farms"). `CountingHasher` also writes a line to
 $HASH_COUNT_FILE for each hash it computes: every login a web node answers,
 in every process, can be counted.

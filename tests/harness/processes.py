@@ -327,7 +327,7 @@ def migrated_and_seeded(env: dict) -> None:
     is a copy of a template this run made once for the same dataset (the
     DEMO_ variables and the settings module): a farm's set-up is a file
     copy, not a migration and a dataset's generation, each about a tenth of
-    a core-second per thousand orders (docs/testing.md, "Time")."""
+    a core-second per thousand orders (CONTRIBUTING.md, "Time")."""
     url = env.get("DATABASE_URL", "")
     if not url.startswith("sqlite:///"):
         _migrate_and_seed(env)

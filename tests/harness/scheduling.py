@@ -19,14 +19,14 @@ with a "]" after its "@". Nothing failed then, the groups were simply
 ignored: workers built copies of a shared farm of their own, and farms of
 hosts ran side by side.
 
-Groups start longest first (LONGEST, from the table in docs/testing.md), so
+Groups start longest first (LONGEST, from the table in CONTRIBUTING.md), so
 that the run does not end waiting on one long group that started last; the
 unit tests fill the gaps at the end.
 """
 
 import pytest
 
-# The groups that take longest, longest first (docs/testing.md, "Where the
+# The groups that take longest, longest first (CONTRIBUTING.md, "Where the
 # time goes"); every other farm, host and browser module follows them, then
 # the unit tests.
 LONGEST = (

@@ -4,7 +4,7 @@ faults a seed picks, hosts unplugged and paths to memcached cut, and the
 memcached pool grown by a second server and shrunk back with the operators'
 command (`--pool-change`); every invariant of bench/chaos/checker.py
 checked afterwards. The loopback run is
-tests/farm/test_chaos.py; the long runs are in docs/testing.md."""
+tests/farm/test_chaos.py; the long runs are in CONTRIBUTING.md."""
 
 import os
 
