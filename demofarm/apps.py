@@ -11,4 +11,7 @@ class SiteConfig(AppConfig):
     def ready(self) -> None:
         # Tasks sent from a web process go through the site's app (its broker,
         # its queue), not Celery's default one: made here, once Django is set up.
-        from demofarm import celery  # noqa: F401
+        from demofarm import (
+            celery,  # noqa: F401
+            secret,  # noqa: F401 (registers its check of the dev key)
+        )

@@ -25,9 +25,11 @@ import ipaddress
 import stat
 import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
+from django.core import checks
 from zxcvbn import zxcvbn
 
 # The example environment file's value (deploy/webfarm.env.example).
@@ -180,3 +182,23 @@ def refuse_placeholder(process: str) -> None:
     # 3 is gunicorn's "worker failed to boot": the master stops instead of
     # starting the worker again and again. Celery stops on any SystemExit.
     raise SystemExit(3)
+
+
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
+
+
+@checks.register()
+def check_dev_key_exposed(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """The dev key on a site that answers beyond this machine (DEBUG on: the
+    processes start, and this says so)."""
+    exposed = set(settings.ALLOWED_HOSTS) - LOCAL_HOSTS
+    if not exposed or settings.SECRET_KEY != settings.DEV_SECRET_KEY:
+        return []
+    return [
+        checks.Warning(
+            f"DJANGO_SECRET_KEY is not set but {sorted(exposed)} may reach this site: "
+            "sessions are signed with the public dev key",
+            hint="Set DJANGO_SECRET_KEY to the same random value on every node.",
+            id="demofarm.W001",
+        )
+    ]

@@ -105,3 +105,18 @@ def test_a_key_file_that_cannot_be_made_private_stops_the_process(settings, tmp_
         "refusing to start" in capsys.readouterr().err
         and "mode 0640" in capsys.readouterr().err + "mode 0640"
     )
+
+
+def test_the_dev_key_on_a_site_others_may_reach_is_warned_of(settings):
+    from django.core import checks
+
+    def warned() -> bool:
+        return "demofarm.W001" in [m.id for m in checks.run_checks(databases=[])]
+
+    settings.SECRET_KEY = settings.DEV_SECRET_KEY
+    settings.ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
+    assert not warned()
+    settings.ALLOWED_HOSTS = ["127.0.0.1", "shop.example.com"]
+    assert warned()
+    settings.SECRET_KEY = secrets.token_urlsafe(50)
+    assert not warned()

@@ -30,7 +30,7 @@ def check_memcached_settings(app_configs: Any = None, **kwargs: Any) -> list[che
     ):
         errors.append(
             checks.Error(
-                f"MEMCACHED_NAMESPACE {namespace!r} must be 1-{MAX_NAMESPACE} printable "
+                f'MEMCACHED["NAMESPACE"] {namespace!r} must be 1-{MAX_NAMESPACE} printable '
                 "ASCII characters without whitespace (memcached key rules)",
                 id="webfarm_core.E002",
             )

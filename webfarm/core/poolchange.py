@@ -100,9 +100,9 @@ def change(
     for stage in ORDER[ORDER.index(Stage(row.stage)) :]:
         row = _run_stage(row, stage, say=say, wait=wait, at_new=at_new)
     say(
-        f"done: the farm uses {row.new}. Set MEMCACHED_SERVERS={row.new} in every node's environment "
-        "(a process started meanwhile reads the list from the database) and render nginx's "
-        "configuration from it."
+        f'done: the farm uses {row.new}. Set MEMCACHED["SERVERS"] to {row.new.split(",")} in every '
+        "node's settings (a process started meanwhile reads the list from the database) and render "
+        "nginx's configuration from it."
     )
     return row
 

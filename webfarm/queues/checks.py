@@ -15,11 +15,11 @@ def check_queue_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.
     if mirrors:
         try:
             if len(parse_servers(mirrors)) != 2:
-                raise ImproperlyConfigured(f"QUEUES_MIRRORS names {len(mirrors)} servers, not 2")
+                raise ImproperlyConfigured(f'QUEUES["MIRRORS"] names {len(mirrors)} servers, not 2')
         except ImproperlyConfigured as exc:
             errors.append(checks.Error(str(exc), id="webfarm_queues.E001"))
     if not 0 < config["VISIBILITY_TIMEOUT"] <= 30 * 24 * 3600:
         errors.append(
-            checks.Error("QUEUES_VISIBILITY_TIMEOUT must be 1 s to 30 days", id="webfarm_queues.E002")
+            checks.Error('QUEUES["VISIBILITY_TIMEOUT"] must be 1 s to 30 days', id="webfarm_queues.E002")
         )
     return errors

@@ -130,7 +130,7 @@ def server_of(route_key: str, ring: StableHashClient | None = None) -> str:
     slots or a batch's keys that share it live together."""
     server = (ring or get_client()).hasher.get_node(route_key)
     if server is None:
-        raise ImproperlyConfigured("MEMCACHED_SERVERS names no server")
+        raise ImproperlyConfigured('MEMCACHED["SERVERS"] names no server')
     return server
 
 

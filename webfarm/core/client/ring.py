@@ -91,10 +91,10 @@ def parse_servers(servers: list[str] | tuple[str, ...]) -> list[tuple[str, int]]
         host, sep, port = spec.strip().rpartition(":")
         host = host.strip("[]")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ImproperlyConfigured(f"memcached server {spec!r} is not host:port (MEMCACHED_SERVERS)")
+            raise ImproperlyConfigured(f'memcached server {spec!r} is not host:port (MEMCACHED["SERVERS"])')
         parsed.append((host, int(port)))
     if not parsed:
-        raise ImproperlyConfigured("MEMCACHED_SERVERS names no server")
+        raise ImproperlyConfigured('MEMCACHED["SERVERS"] names no server')
     return parsed
 
 

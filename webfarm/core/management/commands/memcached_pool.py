@@ -15,7 +15,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--to", help="the new list, comma-separated host:port, as MEMCACHED_SERVERS")
+        parser.add_argument(
+            "--to", help='the new list, comma-separated host:port, as MEMCACHED["SERVERS"] takes it'
+        )
         parser.add_argument(
             "--wait", type=float, default=600.0, help="seconds each stage may wait for processes and queues"
         )

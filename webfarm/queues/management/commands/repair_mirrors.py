@@ -7,12 +7,12 @@ from webfarm.queues.mirror import NoMirrorInSync, mirrored_client, repair
 
 
 class Command(BaseCommand):
-    help = "Copy the queues back to a mirror memcached that has returned (QUEUES_MIRRORS)."
+    help = 'Copy the queues back to a mirror memcached that has returned (QUEUES["MIRRORS"]).'
 
     def handle(self, *args: Any, **options: Any) -> None:
         mirrors = get_config()["MIRRORS"]
         if len(mirrors) != 2:
-            raise CommandError("QUEUES_MIRRORS must name two memcached servers")
+            raise CommandError('QUEUES["MIRRORS"] must name two memcached servers')
         try:
             done = repair(mirrored_client(mirrors))
         except NoMirrorInSync as exc:
