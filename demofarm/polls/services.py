@@ -42,7 +42,6 @@ from demofarm.polls.totals import built_key, db_totals, is_epoch, total_key
 from webfarm.core.client import MetaBatch, MetaReply, get_client
 from webfarm.core.counters import count, count_soon
 from webfarm.core.locks import Busy, lock
-from webfarm.core.memo import ask_flags
 from webfarm.queues.exceptions import QueueError
 from webfarm.queues.queue import Queue, thread_queue
 
@@ -143,12 +142,12 @@ def _cast_in_memcached(ballot: Ballot, vote: dict[str, Any]) -> str:
     if ballot.user_id is None and ballot.address:
         window = int(config["ANONYMOUS_WINDOW"])
         # The key names its window: it is needed only until the window ends.
-        rate = batch.arithmetic(_rate_key(ballot.address, window), f"N{window}", "J1", "v")
-    voted = batch.set(marker, f"T{config['MARKER_TTL']}", "ME", value=vote["id"].encode())
-    built = batch.get(built_key(poll_id), "v")
-    poll_now = batch.get(snapshot.memo_key(poll_id), *ask_flags(snapshot.TTL))
+        rate = batch.arithmetic(_rate_key(ballot.address, window), vivify=window, initial=1, value=True)
+    voted = batch.set(marker, value=vote["id"].encode(), ttl=config["MARKER_TTL"], mode="add")
+    built = batch.get(built_key(poll_id))
+    poll_now = snapshot.ask_in(batch, poll_id)
     guess = _epochs_seen.get(poll_id)
-    guessed = batch.arithmetic(total_key(poll_id, guess, ballot.choice_id), "v") if guess else None
+    guessed = batch.arithmetic(total_key(poll_id, guess, ballot.choice_id), value=True) if guess else None
     # The vote's index in the queue, so that its put is one round trip.
     queue = thread_queue(config["QUEUE"])
     reserved = queue.reserve_in(batch)
@@ -169,7 +168,7 @@ def _cast_in_memcached(ballot: Ballot, vote: dict[str, Any]) -> str:
         if guess == epoch:
             counted = True
         else:  # counted in an epoch that is no longer the one: take it back
-            undo.arithmetic(total_key(poll_id, guess, ballot.choice_id), "MD")
+            undo.arithmetic(total_key(poll_id, guess, ballot.choice_id), decrement=True)
 
     refusal = _poll_refusal(ballot, replies[poll_now])
     over_rate = rate is not None and (replies[rate].number() or 0) > config["ANONYMOUS_PER_ADDRESS"]
@@ -189,7 +188,7 @@ def _cast_in_memcached(ballot: Ballot, vote: dict[str, Any]) -> str:
         refusal = VoteRefused(409, ALREADY_VOTED)  # the marker stays: it is true
     if refusal is not None:
         if counted:
-            undo.arithmetic(total, "MD")
+            undo.arithmetic(total, decrement=True)
         if undo:
             with contextlib.suppress(MemcacheError, OSError):
                 undo.run()
@@ -200,7 +199,7 @@ def _cast_in_memcached(ballot: Ballot, vote: dict[str, Any]) -> str:
     if total is not None and not counted:
         # No guess, or a wrong one (a rebuild): one more round trip, once per epoch here.
         reply = MetaBatch()
-        reply.arithmetic(total, "v")
+        reply.arithmetic(total, value=True)
         counted = reply.run()[0].hit
     elif guessed is not None and not replies[guessed].hit:
         counted = False

@@ -19,7 +19,8 @@ from django.dispatch import receiver
 from django.utils import timezone
 
 from demofarm.polls.models import Choice, Poll
-from webfarm.core.client import MetaReply
+from webfarm.core.client import MetaBatch, MetaReply
+from webfarm.core.memo import ask_in as memo_ask_in
 from webfarm.core.memo import forget, get_or_set, settle
 from webfarm.core.memo import memo_key as memo_key_of
 
@@ -70,12 +71,17 @@ def remembered(poll_id: int) -> PollInfo | None:
 
 
 def memo_key(poll_id: int) -> str:
-    """Where the poll's info is in memcached (for a batch's `mg`)."""
+    """Where the poll's info is in memcached."""
     return memo_key_of(_key(poll_id))
 
 
+def ask_in(batch: MetaBatch, poll_id: int) -> int:
+    """The poll's read, riding in the caller's batch: its answer goes to current()."""
+    return memo_ask_in(batch, _key(poll_id), TTL)
+
+
 def current(poll_id: int, reply: MetaReply) -> PollInfo | None:
-    """The poll as memcached's answer to a batch's read of memo_key() says
+    """The poll as memcached's answer to a batch's ask_in() says
     (computed and stored if that answer elects this caller, as poll_info())."""
     info = _info(settle(_key(poll_id), reply, lambda: _load(poll_id), TTL, stale_for=TTL))
     if info is None:

@@ -375,26 +375,26 @@ def test_a_record_written_by_meta_commands_is_one_record_for_both_neighbours(rin
         a, b = rings[first], rings[second]
         for key in moving_keys(rings["lead"], 4, f"rec-{first}-"):
             batch = MetaBatch(a)
-            added = batch.set(key, "T60", "ME", value=b"queued")
+            added = batch.set(key, value=b"queued", ttl=60, mode="add")
             assert batch.run()[added].done
             again = MetaBatch(b)
-            twice = again.set(key, "T60", "ME", value=b"a second record")
-            theirs = again.get(key, "v", "c")
+            twice = again.set(key, value=b"a second record", ttl=60, mode="add")
+            theirs = again.get(key, cas=True)
             replies = again.run()
             assert not replies[twice].done and replies[theirs].value == b"queued"
             # A read-modify-write by each (a CAS is the process's own, as
             # read): the first to write wins, the other's CAS is stale.
             mine = MetaBatch(a)
-            read = mine.get(key, "v", "c")
+            read = mine.get(key, cas=True)
             token = mine.run()[read].cas
             write = MetaBatch(a)
-            stored = write.set(key, "T60", f"C{token}", value=b"running")
+            stored = write.set(key, value=b"running", ttl=60, cas=token)
             assert write.run()[stored].done
             stale = MetaBatch(b)
-            lost = stale.set(key, "T60", f"C{replies[theirs].cas}", value=b"stale")
+            lost = stale.set(key, value=b"stale", ttl=60, cas=replies[theirs].cas)
             assert stale.run()[lost].changed
             check = MetaBatch(b)
-            seen = check.get(key, "v")
+            seen = check.get(key)
             assert check.run()[seen].value == b"running", (first, second, key)
             gone = MetaBatch(a)
             gone.delete(key)
@@ -411,11 +411,11 @@ def test_counters_made_and_bumped_by_meta_commands_lose_no_count(rings):
             seen = []
             for i in range(20):
                 batch = MetaBatch(kinds[i % 2])
-                index = batch.arithmetic(key, "N60", "J1", "v")
+                index = batch.arithmetic(key, vivify=60, initial=1, value=True)
                 seen.append(batch.run()[index].number())
             assert seen == list(range(1, 21)), (first, second, seen)
             bump = MetaBatch(kinds[1])
-            bump.arithmetic(key, "D5")
+            bump.arithmetic(key, delta=5)
             assert bump.run()[0].done
             assert kinds[0].get(key) == kinds[1].get(key) == b"25"
 
@@ -427,8 +427,8 @@ def test_a_moving_keys_commands_and_the_others_answer_in_the_batchs_order(rings)
     batch = MetaBatch(lead)
     order = []
     for m, s in zip(moving, staying, strict=True):
-        order += [batch.set(m, "T60", value=m.encode()), batch.set(s, "T60", value=s.encode())]
-    reads = [batch.get(k, "v") for pair in zip(moving, staying, strict=True) for k in pair]
+        order += [batch.set(m, value=m.encode(), ttl=60), batch.set(s, value=s.encode(), ttl=60)]
+    reads = [batch.get(k) for pair in zip(moving, staying, strict=True) for k in pair]
     replies = batch.run()
     assert all(replies[i].done for i in order)
     assert [replies[i].value for i in reads] == [
@@ -444,7 +444,7 @@ def test_a_cache_that_recomputes_on_a_miss_stays_where_the_old_list_puts_it(ring
     follow = rings["follow"]
     key = moving_keys(follow, 1, "memo")[0]
     batch = MetaBatch(follow)
-    asked = batch.get(key, "v", "N30", "R30")
+    asked = batch.get(key, vivify=30, recache=30)
     reply = batch.run()[asked]
     assert reply.won and not reply.value  # made empty on the miss: this caller recomputes
     assert rings["old"].get(key) == b"" and rings["new"].get(key) is None
@@ -453,7 +453,7 @@ def test_a_cache_that_recomputes_on_a_miss_stays_where_the_old_list_puts_it(ring
 def test_a_flag_the_change_does_not_know_is_refused_not_guessed(rings):
     key = moving_keys(rings["lead"], 1, "odd")[0]
     batch = MetaBatch(rings["lead"])
-    batch.get(key, "v", "t")  # a remaining-lifetime read: not one the farm sends
+    batch.add(b"mg", key, "v", "t")  # a remaining-lifetime read: not one the farm sends
     with pytest.raises(ValueError, match="has no meaning while the pool changes"):
         batch.run()
 
@@ -471,9 +471,9 @@ def test_a_moving_document_nginx_reads_goes_dark_never_a_tombstone(rings):
         assert ring.set(first, b"a newer one", expire=60)
         assert old.get(first) is None and new.get(first) is None and ring.get(first) is None
         batch = MetaBatch(ring)
-        batch.set(second, "T60", value=b"by a batch")
-        batch.set(second, "T60", "ME", value=b"added by a batch")  # an add puts nothing back
-        batch.get(second, "v")
+        batch.set(second, value=b"by a batch", ttl=60)
+        batch.set(second, value=b"added by a batch", ttl=60, mode="add")  # an add puts nothing back
+        batch.get(second)
         assert [r.status for r in batch.run()] == [b"HD", b"NS", b"EN"]
         assert old.get(second) is None and new.get(second) is None
         # A poll's republish (an add) keeps it dark, and costs no round trip.

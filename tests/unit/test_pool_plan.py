@@ -268,7 +268,7 @@ def test_the_command_grows_the_pool_and_shrinks_it_back_losing_nothing(following
         ring.set(key, key.encode(), expire=300)
     batch = MetaBatch()
     for i in range(20):
-        batch.arithmetic(f"count:{i}", "N300", "J5", "v")
+        batch.arithmetic(f"count:{i}", vivify=300, initial=5, value=True)
     batch.run()
     Queue(name).put_many([f"m{i}".encode() for i in range(30)])
 
@@ -298,7 +298,7 @@ def test_the_command_grows_the_pool_and_shrinks_it_back_losing_nothing(following
             assert {key: ring.get(key) for key in keys} == {key: key.encode() for key in keys}
             bump = MetaBatch()
             for i in range(20):
-                bump.arithmetic(f"count:{i}", "v")
+                bump.arithmetic(f"count:{i}", value=True)
             assert [reply.number() for reply in bump.run()] == [6 if len(servers) == 3 else 7] * 20
         processes.wait_for(lambda: len(got) == 32, timeout=10, what="every message")
     finally:

@@ -116,7 +116,7 @@ def count_in(batch: MetaBatch, name: str, n: int = 1, /, **labels: str) -> Settl
     key = counter_key(name, **labels)
     if key not in _known:
         return lambda replies: count(name, n, **labels)
-    index = batch.arithmetic(f"c:{key}", f"D{n}")
+    index = batch.arithmetic(f"c:{key}", delta=n)
 
     def settle(replies: list[MetaReply] | None) -> None:
         if replies is None or not replies[index].done:

@@ -25,7 +25,15 @@ from typing import Any, TypeVar, cast
 
 from pymemcache.exceptions import MemcacheError
 
-from webfarm.core.client import MetaReply, get_client, kept_together, meta_get, server_client
+from webfarm.core.client import (
+    MetaBatch,
+    MetaReply,
+    get_client,
+    get_flags,
+    kept_together,
+    meta_get,
+    server_client,
+)
 from webfarm.core.seal import seal, unseal
 from webfarm.core.tampering import refused
 
@@ -50,7 +58,7 @@ def get_or_set(
     try:
         value_key = memo_key(key)
         client = server_client(value_key)
-        asked = meta_get(client.wire_key(value_key), *ask_flags(stale_for, lock_for))
+        asked = meta_get(client.wire_key(value_key), *get_flags(vivify=lock_for, recache=stale_for))
         reply = client.meta([asked])[0]
         return settle(key, reply, compute, ttl, stale_for=stale_for, wait=wait)
     except (MemcacheError, OSError) as exc:
@@ -58,14 +66,14 @@ def get_or_set(
     return compute()
 
 
-def ask_flags(stale_for: int, lock_for: int = 60) -> tuple[str, ...]:
-    """The flags of get_or_set's one `mg`, for a caller that sends it in a
-    batch of its own and passes the answer to settle():
+def ask_in(batch: MetaBatch, key: str, ttl: int, lock_for: int = 60) -> int:
+    """get_or_set's one `mg`, riding in the caller's batch; pass the answer
+    to settle():
 
-        asked = batch.get(memo_key(key), *ask_flags(ttl))
+        asked = ask_in(batch, key, ttl)
         value = settle(key, batch.run()[asked], compute, ttl, stale_for=ttl)
     """
-    return ("v", f"N{lock_for}", f"R{stale_for}")
+    return batch.get(memo_key(key), vivify=lock_for, recache=ttl)
 
 
 # A value lives on the server its key hashes to on the ring the process

@@ -149,7 +149,7 @@ class Lease:
                 if now < self.ours_until.get(key, 0.0):
                     _client(key).delete(key, noreply=True)
                 elif key in self.versions:
-                    batch.delete(key, f"C{self.versions[key]}", route=_route(key))
+                    batch.delete(key, cas=self.versions[key], route=_route(key))
             if batch:
                 batch.run()
             # Slots taken elsewhere (a job's, from its record): read the holder back.
@@ -239,7 +239,7 @@ class Taking:
     def add_to(self, batch: MetaBatch) -> None:
         holder = self.lease.holder.encode()
         self._indexes = [
-            batch.set(key, f"T{self.lease.ttl}", "ME", "c", value=holder, route=_route(key))
+            batch.set(key, value=holder, ttl=self.lease.ttl, mode="add", return_cas=True, route=_route(key))
             for key in self.keys
         ]
 
@@ -293,7 +293,9 @@ def _add(keys: list[str], lease: Lease) -> bool:
     the ones taken go into the lease. True if all were."""
     batch = MetaBatch()
     for key in keys:
-        batch.set(key, f"T{lease.ttl}", "ME", "c", value=lease.holder.encode(), route=_route(key))
+        batch.set(
+            key, value=lease.holder.encode(), ttl=lease.ttl, mode="add", return_cas=True, route=_route(key)
+        )
     try:
         # errors=True: a full memcached (-M) refusing one slot still answers
         # the others, so the ones it stored are known and given back.

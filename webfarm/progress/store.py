@@ -128,15 +128,15 @@ def create(
     if taking is not None:
         taking.add_to(batch)
     key = record_key(record.job)
-    added = batch.set(key, f"T{_ttl(record)}", "ME", value=_sealed(record))
+    added = batch.set(key, value=_sealed(record), ttl=_ttl(record), mode="add")
     published = None
     if record.read_token:
         public, document, expire = _public_document(record)
         # Dark while the pool changes (a new job's: none to put out either).
         if not batch.ring.dark(public):
-            published = batch.set(public, f"T{expire}", "ME", value=document)
+            published = batch.set(public, value=document, ttl=expire, mode="add")
     counted = [
-        batch.set(counter, f"T{_ttl(record)}", value=str(value).encode())
+        batch.set(counter, value=str(value).encode(), ttl=_ttl(record))
         for counter, value in (counters or {}).items()
     ]
     try:
@@ -189,11 +189,11 @@ def write(record: JobRecord, *, batch: MetaBatch | None = None) -> list[MetaRepl
     caller put in `batch` (its counters), all in one round trip; the batch's
     replies are returned."""
     batch = batch or MetaBatch()
-    stored = batch.set(record_key(record.job), f"T{_ttl(record)}", value=_sealed(record))
+    stored = batch.set(record_key(record.job), value=_sealed(record), ttl=_ttl(record))
     if record.is_final:
         if record.read_token:
             public, document, expire = _public_document(record)
-            batch.set(public, f"T{expire}", value=document)
+            batch.set(public, value=document, ttl=expire)
         batch.delete(cancel_key(record.job))  # it has done its work (else it expires)
     with _memcached("set"):
         replies = batch.run(errors=True)
@@ -260,14 +260,14 @@ def _cas_with_document(
     (a ChangingRing's say which server issued them), and the process may
     have moved to the next stage of a pool change since the read."""
     batch = MetaBatch(client)
-    stored = batch.set(record_key(record.job), f"T{_ttl(record)}", f"C{int(token)}", value=_sealed(record))
+    stored = batch.set(record_key(record.job), value=_sealed(record), ttl=_ttl(record), cas=token)
     public, document, expire = _public_document(record)
     current, current_token = document_found
     written = None
     if current is None:
-        written = batch.set(public, f"T{expire}", "ME", value=document)
+        written = batch.set(public, value=document, ttl=expire, mode="add")
     elif not _final_document(public, current):
-        written = batch.set(public, f"T{expire}", f"C{int(current_token)}", value=document)
+        written = batch.set(public, value=document, ttl=expire, cas=current_token)
     with _memcached("cas"):
         replies = batch.run(errors=True)
     if replies[stored].done:

@@ -7,7 +7,16 @@ from collections.abc import Callable, Sequence
 
 from pymemcache.exceptions import MemcacheClientError, MemcacheServerError
 
-from webfarm.core.client import MetaBatch, MetaReply, meta_arithmetic, meta_get, meta_set
+from webfarm.core.client import (
+    MetaBatch,
+    MetaReply,
+    arithmetic_flags,
+    get_flags,
+    meta_arithmetic,
+    meta_get,
+    meta_set,
+    set_flags,
+)
 from webfarm.core.tampering import refused
 from webfarm.queues import entries
 from webfarm.queues.exceptions import (
@@ -171,10 +180,10 @@ class Producer:
         if not self.layout.speaks_meta:  # mirrored: the classic pipeline both servers take
             return self._add_entries_classic(gen, values)
         wire = self.layout.client.wire_key
-        ttl = (f"T{self.layout.entry_ttl}",) if self.layout.entry_ttl else ()
-        commands = [meta_set(wire(key), *ttl, "ME", value=value) for key, value in values.items()]
-        commands.append(meta_arithmetic(wire(self.layout.key(gen, "tail")), "D0"))
-        commands.append(meta_get(wire(self.layout.gen_key()), "v"))
+        as_added = set_flags(ttl=self.layout.entry_ttl or None, mode="add")
+        commands = [meta_set(wire(key), *as_added, value=value) for key, value in values.items()]
+        commands.append(meta_arithmetic(wire(self.layout.key(gen, "tail")), *arithmetic_flags(delta=0)))
+        commands.append(meta_get(wire(self.layout.gen_key()), *get_flags()))
         replies = self.layout.meta_client.meta(
             commands, errors=True, quietly=self.layout.stat_command("in", len(values))
         )
@@ -200,7 +209,7 @@ class Producer:
         if not self.layout.speaks_meta or self._reserve or (self.layout.ring or batch.ring) is not batch.ring:
             return None
         gen = self.layout.generation()
-        index = batch.arithmetic(self.layout.key(gen, "tail"), "v", route=f"q:{self.layout.name}")
+        index = batch.arithmetic(self.layout.key(gen, "tail"), value=True, route=f"q:{self.layout.name}")
 
         def reserved(replies: list[MetaReply]) -> None:
             last = replies[index].number()

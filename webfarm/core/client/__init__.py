@@ -34,7 +34,9 @@ from webfarm.core.client.hashing import FarmHash, kept_together, nginx_server_in
 from webfarm.core.client.protocol import (
     MetaReply,
     ReconnectingClient,
+    arithmetic_flags,
     delete_quietly_line,
+    get_flags,
     get_line,
     incr_quietly_line,
     item_memory,
@@ -44,6 +46,7 @@ from webfarm.core.client.protocol import (
     meta_get,
     meta_set,
     server_address,
+    set_flags,
     set_line,
 )
 from webfarm.core.client.ring import StableHashClient, build_client, parse_servers
@@ -56,12 +59,14 @@ __all__ = [
     "Phase",
     "ReconnectingClient",
     "StableHashClient",
+    "arithmetic_flags",
     "build_client",
     "clear_tombstones",
     "client_epoch",
     "client_options",
     "delete_quietly_line",
     "get_client",
+    "get_flags",
     "get_line",
     "get_values",
     "incr_quietly_line",
@@ -81,5 +86,6 @@ __all__ = [
     "server_address",
     "server_client",
     "server_of",
+    "set_flags",
     "set_line",
 ]

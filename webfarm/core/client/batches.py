@@ -1,9 +1,18 @@
 """Meta commands on keys anywhere on the ring, one pipeline per server."""
 
+from typing import Literal
+
 from webfarm.core.client.changing import ChangingRing
 from webfarm.core.client.changing_meta import derived, run_moving
 from webfarm.core.client.clients import client_of, get_client, server_of
-from webfarm.core.client.protocol import MetaReply, meta_command
+from webfarm.core.client.protocol import (
+    MetaReply,
+    arithmetic_flags,
+    delete_flags,
+    get_flags,
+    meta_command,
+    set_flags,
+)
 from webfarm.core.client.ring import StableHashClient
 
 
@@ -12,10 +21,13 @@ class MetaBatch:
     server: on one server, the whole batch is one round trip.
 
         batch = MetaBatch()
-        voted = batch.set(marker, "T600", "ME", value=b"1")
-        epoch = batch.get(built, "v")
+        voted = batch.set(marker, value=b"1", ttl=600, mode="add")
+        epoch = batch.get(built)
         replies = batch.run()
         replies[voted].done
+
+    The keywords are memcached's meta flags, spelled here alone; add()
+    takes them raw.
 
     A key goes to the server it hashes to, or to its `route`'s (the keys a
     queue or a limit keeps together on one server). Raises what pymemcache
@@ -38,21 +50,61 @@ class MetaBatch:
         self._commands.append((route or key, verb, key, flags, value))
         return len(self._commands) - 1
 
-    def get(self, key: str, *flags: str, route: str | None = None) -> int:
-        """`mg` (protocol.meta_get's flags)."""
-        return self.add(b"mg", key, *flags, route=route)
+    def get(
+        self,
+        key: str,
+        *,
+        value: bool = True,
+        cas: bool = False,
+        vivify: int | None = None,
+        recache: int | None = None,
+        route: str | None = None,
+    ) -> int:
+        """`mg`: the value (and its CAS token, `cas`). `vivify`: a miss makes
+        an empty item of that lifetime and wins the right to fill it (W);
+        `recache`: a value with less than that many seconds left wins it too."""
+        return self.add(
+            b"mg", key, *get_flags(value=value, cas=cas, vivify=vivify, recache=recache), route=route
+        )
 
-    def set(self, key: str, *flags: str, value: bytes, route: str | None = None) -> int:
-        """`ms` (protocol.meta_set's flags)."""
+    def set(
+        self,
+        key: str,
+        *,
+        value: bytes,
+        ttl: int | None = None,
+        mode: Literal["set", "add"] = "set",
+        cas: int | bytes | None = None,
+        return_cas: bool = False,
+        route: str | None = None,
+    ) -> int:
+        """`ms`: stored for `ttl` seconds; mode="add" only where the key is
+        absent; `cas` only over that version; `return_cas` answers the new one."""
+        flags = set_flags(ttl=ttl, mode=mode, cas=cas, return_cas=return_cas)
         return self.add(b"ms", key, *flags, value=value, route=route)
 
-    def arithmetic(self, key: str, *flags: str, route: str | None = None) -> int:
-        """`ma` (protocol.meta_arithmetic's flags)."""
+    def arithmetic(
+        self,
+        key: str,
+        *,
+        delta: int | None = None,
+        decrement: bool = False,
+        vivify: int | None = None,
+        initial: int | None = None,
+        value: bool = False,
+        route: str | None = None,
+    ) -> int:
+        """`ma`: add `delta` (1 if None), or take it away (`decrement`); a
+        missing number is made with `initial` for `vivify` seconds, or the
+        command misses (NF); `value` answers the number."""
+        flags = arithmetic_flags(
+            delta=delta, decrement=decrement, vivify=vivify, initial=initial, value=value
+        )
         return self.add(b"ma", key, *flags, route=route)
 
-    def delete(self, key: str, *flags: str, route: str | None = None) -> int:
-        """`md` (protocol.meta_delete's flags)."""
-        return self.add(b"md", key, *flags, route=route)
+    def delete(self, key: str, *, cas: int | bytes | None = None, route: str | None = None) -> int:
+        """`md`: only that version, with `cas`."""
+        return self.add(b"md", key, *delete_flags(cas=cas), route=route)
 
     def __len__(self) -> int:
         return len(self._commands)

@@ -4,7 +4,7 @@ farm sends, and the one place that reads memcached's replies itself."""
 import contextlib
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
 
 from pymemcache.client.base import Client
 from pymemcache.exceptions import (
@@ -372,3 +372,65 @@ class _MetaReader:
             self.client._raise_errors(line, b"meta")
             raise MemcacheUnknownError(line[:32])
         return MetaReply(status, tokens, value)
+
+
+# The meta flags, spelled here alone: MetaBatch's keywords, and what a caller
+# that sends its own pipeline (memo's one `mg`) asks with.
+
+
+def get_flags(
+    *, value: bool = True, cas: bool = False, vivify: int | None = None, recache: int | None = None
+) -> tuple[str, ...]:
+    """`mg`'s: the value (v), its CAS token (c); a miss makes an empty item
+    of `vivify` seconds and wins the right to fill it (N, W); a value with
+    less than `recache` seconds left wins it too (R)."""
+    return (*_if(value, "v"), *_if(cas, "c"), *_number("N", vivify), *_number("R", recache))
+
+
+def set_flags(
+    *,
+    ttl: int | None = None,
+    mode: Literal["set", "add"] = "set",
+    cas: int | bytes | None = None,
+    return_cas: bool = False,
+) -> tuple[str, ...]:
+    """`ms`'s: the lifetime (T), add only where absent (ME), only over a
+    version (C), answer the new version (c)."""
+    return (
+        *_number("T", ttl),
+        *_if(mode == "add", "ME"),
+        *_number("C", None if cas is None else int(cas)),
+        *_if(return_cas, "c"),
+    )
+
+
+def arithmetic_flags(
+    *,
+    delta: int | None = None,
+    decrement: bool = False,
+    vivify: int | None = None,
+    initial: int | None = None,
+    value: bool = False,
+) -> tuple[str, ...]:
+    """`ma`'s: make a missing number with `initial` for `vivify` seconds (N,
+    J), by `delta` (D), down (MD), answer the number (v)."""
+    return (
+        *_number("N", vivify),
+        *_number("J", initial),
+        *_number("D", delta),
+        *_if(decrement, "MD"),
+        *_if(value, "v"),
+    )
+
+
+def delete_flags(*, cas: int | bytes | None = None) -> tuple[str, ...]:
+    """`md`'s: only that version (C)."""
+    return _number("C", None if cas is None else int(cas))
+
+
+def _if(wanted: bool, flag: str) -> tuple[str, ...]:
+    return (flag,) if wanted else ()
+
+
+def _number(flag: str, number: int | None) -> tuple[str, ...]:
+    return () if number is None else (f"{flag}{number}",)
