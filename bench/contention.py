@@ -9,14 +9,11 @@ update (mean, 99th percentile, most) and updates a second; the run is kept
 only if every part's last figure is in the record.
 """
 
-import os
-import tempfile
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 
-from tests.harness import processes
+from bench import stage
 
 PARTS = 8
 FLUSHES = 100
@@ -41,14 +38,7 @@ def _storm(reporters: list) -> float:
 
 
 def run() -> dict[str, dict[str, float]]:
-    workdir = Path(tempfile.mkdtemp(prefix="bench-contention-"))
-    mc, address = processes.memcached(workdir)
-    try:
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demofarm.settings")
-        os.environ["MEMCACHED_SERVERS"] = address
-        import django
-
-        django.setup()
+    with stage.in_process("bench-contention"):
         from webfarm.core import backoff
         from webfarm.progress import store
         from webfarm.progress.ids import new_job_id
@@ -117,8 +107,6 @@ def run() -> dict[str, dict[str, float]]:
                     break
             figure["p99"] = p99
         return figures
-    finally:
-        mc.stop()
 
 
 def report(figures: dict[str, dict[str, float]]) -> str:

@@ -16,21 +16,20 @@ not change, with the ETag its last answer gave.
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 
 import requests
 
+from bench import stage
 from tests.harness import processes
 
 DURATION = os.environ.get("BENCH_DURATION", "8s")
 CONNECTIONS = os.environ.get("BENCH_CONNECTIONS", "32")
 THREADS = "2"
-ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))
+ROUNDS = stage.ROUNDS
 # Every site's gunicorn: as `make run` serves (Procfile), and as docs/benchmarks.md measured.
 SERVER = {"workers": 3, "threads": 4}
 TOKEN = uuid.uuid4().hex
@@ -128,22 +127,11 @@ def wrk_stats(out: str) -> dict[str, float]:
 
 
 def run() -> list[tuple[str, dict[str, float]]]:
-    if not shutil.which("wrk"):
-        sys.exit("wrk is missing: `make bench` installs it")
-    workdir = Path(tempfile.mkdtemp(prefix="bench-endpoint-"))
-    with processes.stopped_after(workdir) as started:
-        mc, address = processes.memcached(workdir)
-        started.append(mc)
-        env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "bench.settings",
-            "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}",
-            "MEMCACHED_SERVERS": address,
-            "MEMCACHED_NAMESPACE": "bench",
-            "DJANGO_SECRET_KEY": uuid.uuid4().hex,
-            "LOG_LEVEL": "WARNING",
-            "STATS_API_TOKEN": TOKEN,
-        }
+    stage.need_wrk()
+    with stage.farm("bench-endpoint") as (workdir, started, address):
+        env = stage.site_env(
+            address, DATABASE_URL=f"sqlite:///{workdir / 'bench.sqlite3'}", STATS_API_TOKEN=TOKEN
+        )
         processes.manage(env, "migrate", "--no-input", "-v", "0")
         job, token, session, still, still_token = _live_job(env, workdir, started)
         celery_progress = _baseline(workdir, started)
@@ -189,11 +177,7 @@ def run() -> list[tuple[str, dict[str, float]]]:
         for _ in range(ROUNDS):
             for name, args in rows:
                 runs[name].append(_wrk(*args))
-        return [(name, _median(runs[name])) for name, _ in rows]
-
-
-def _median(runs: list[dict[str, float]]) -> dict[str, float]:
-    return sorted(runs, key=lambda r: r["rps"])[len(runs) // 2]
+        return [(name, stage.median(runs[name], by="rps")) for name, _ in rows]
 
 
 def report(results: list[tuple[str, dict[str, float]]]) -> str:

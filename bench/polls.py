@@ -4,17 +4,14 @@ to the database, SQLite and PostgreSQL, in one run. Then how fast the
 flusher moves the queued votes into PostgreSQL."""
 
 import json
-import os
 import re
-import shutil
 import subprocess
-import tempfile
 import time
-import uuid
 from pathlib import Path
 
 import psycopg
 
+from bench import stage
 from bench.endpoint import CONNECTIONS, DURATION, ROUNDS, THREADS, wrk_stats
 from tests.harness import processes
 
@@ -48,10 +45,6 @@ def _votes(base: str, path: str, choices: list[int]) -> dict:
     }
 
 
-def _by_votes(runs: list[dict]) -> dict:
-    return sorted(runs, key=lambda r: r["accepted_per_s"])[len(runs) // 2]
-
-
 def _node(workdir: Path, env: dict, name: str) -> tuple[processes.Process, str, int, list[int]]:
     processes.manage(env, "migrate", "--no-input", "-v", "0")
     poll, choices = _poll(env)
@@ -65,24 +58,13 @@ def _count_votes(database_url: str, poll: int) -> int:
 
 
 def run() -> dict:
-    if not shutil.which("wrk"):
-        raise SystemExit("wrk is missing: `make bench` installs it")
-    workdir = Path(tempfile.mkdtemp(prefix="bench-polls-"))
+    stage.need_wrk()
     with (
         processes.postgres_database("webfarm_bench") as database_url,
-        processes.stopped_after(workdir) as started,
+        stage.farm("bench-polls", memory_mb=256) as (workdir, started, address),
     ):
-        mc, address = processes.memcached(workdir, memory_mb=256)
-        started.append(mc)
-        base_env = {
-            **os.environ,
-            "DJANGO_SETTINGS_MODULE": "bench.settings",
-            "MEMCACHED_SERVERS": address,
-            "MEMCACHED_NAMESPACE": "bench",
-            "DJANGO_SECRET_KEY": uuid.uuid4().hex,
-            "LOG_LEVEL": "WARNING",
-            "POLLS_ANONYMOUS_PER_ADDRESS": "1000000000",  # wrk votes from one address
-        }
+        # wrk votes from one address.
+        base_env = stage.site_env(address, POLLS_ANONYMOUS_PER_ADDRESS="1000000000")
         postgres_env = {**base_env, "DATABASE_URL": database_url}
         sqlite_env = {**base_env, "DATABASE_URL": f"sqlite:///{workdir / 'bench.sqlite3'}"}
         results = {}
@@ -97,7 +79,8 @@ def run() -> dict:
         for _ in range(ROUNDS):
             memcached.append(_votes(base, f"/polls/{poll}/vote/", choices))
             postgres.append(_votes(base, f"/bench/polls/{poll}/vote/", choices))
-        results["memcached"], results["postgres"] = _by_votes(memcached), _by_votes(postgres)
+        results["memcached"] = stage.median(memcached, by="accepted_per_s")
+        results["postgres"] = stage.median(postgres, by="accepted_per_s")
         web.stop()
         queued = _count_votes(database_url, poll)
         started_at = time.perf_counter()

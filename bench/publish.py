@@ -6,12 +6,9 @@ every single item. The reporter writes to a real memcached.
 """
 
 import os
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
-from tests.harness import processes
+from bench import stage
 
 STEPS = int(os.environ.get("BENCH_STEPS", "1000000"))
 
@@ -28,14 +25,7 @@ def _loop(update) -> float:
 
 
 def run() -> dict[str, float]:
-    workdir = Path(tempfile.mkdtemp(prefix="bench-publish-"))
-    mc, address = processes.memcached(workdir)
-    try:
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demofarm.settings")
-        os.environ["MEMCACHED_SERVERS"] = address
-        import django
-
-        django.setup()
+    with stage.in_process("bench-publish"):
         from webfarm.progress import store
         from webfarm.progress.ids import new_job_id
         from webfarm.progress.records import JobRecord
@@ -58,9 +48,6 @@ def run() -> dict[str, float]:
             "with_progress": with_progress,
             "flushes": reporter.flushes,
         }
-    finally:
-        mc.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def report(r: dict[str, float]) -> str:
