@@ -9,7 +9,15 @@ from collections.abc import Callable, Sequence
 
 from pymemcache.exceptions import MemcacheClientError, MemcacheServerError
 
-from webfarm.core.client import delete_quietly_line, get_line, set_line
+from webfarm.core.client import (
+    delete_quietly_line,
+    flags_bytes,
+    get_flags,
+    get_line,
+    set_flags,
+    set_line,
+    with_opaque,
+)
 from webfarm.queues import entries
 from webfarm.queues.entries import HOLE, BadEntry
 from webfarm.queues.exceptions import QueueFull, is_full
@@ -228,13 +236,12 @@ class Consumer:
         # The wire keys of layout.key(gen, "m" or "c", i), built in one step each.
         base = self.layout.wire_base(gen)
         claim_keys = [b"%sc:%d" % (base, i) for i in indexes]
-        commands = [get_line(b"%sm:%d" % (base, i), b"v c") for i in indexes]
-        commands.append(get_line(b"%stail" % base, b"v"))
+        value_and_cas = flags_bytes(get_flags(cas=True))
+        commands = [get_line(b"%sm:%d" % (base, i), value_and_cas) for i in indexes]
+        commands.append(get_line(b"%stail" % base, flags_bytes(get_flags())))
         # Quiet: only a claim someone else holds answers (NS), named by its opaque.
-        claims = [
-            set_line(key, b"T%d ME q O%d" % (self.layout.visibility_timeout, pos), CLAIMED)
-            for pos, key in enumerate(claim_keys)
-        ]
+        claim = flags_bytes(set_flags(ttl=self.layout.visibility_timeout, mode="add", quiet=True))
+        claims = [set_line(key, with_opaque(claim, pos), CLAIMED) for pos, key in enumerate(claim_keys)]
         replies, refused = client.meta_quiet(commands, claims)
         # An index past the tail has no producer yet: never a hole (see _deliver).
         tail = self._tail_seen = number(replies[n].value, 0) or 0

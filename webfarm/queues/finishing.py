@@ -5,7 +5,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from webfarm.core.client import delete_quietly_line, set_line
+from webfarm.core.client import delete_quietly_line, flags_bytes, set_flags, set_line, with_cas, with_opaque
 from webfarm.core.tampering import refused
 from webfarm.queues import entries
 from webfarm.queues.entries import ACKED, BadEntry
@@ -106,8 +106,9 @@ class Finisher:
         ttl = self.layout.finished_ttl
         bases = {gen: self.layout.wire_base(gen) for gen in {p[0] for p in parsed}}
         # Quiet: only an entry changed since (EX) or gone (NF) answers, named by its opaque.
+        acked = flags_bytes(set_flags(ttl=ttl, quiet=True))
         commands = [
-            set_line(b"%sm:%d" % (bases[gen], i), b"C%d T%d q O%d" % (version, ttl, pos), ACKED)
+            set_line(b"%sm:%d" % (bases[gen], i), with_opaque(with_cas(acked, version), pos), ACKED)
             for pos, (gen, i, version, _) in enumerate(parsed)
         ]
         _, failed = self.layout.meta_client.meta_quiet([], commands)

@@ -36,6 +36,7 @@ from webfarm.core.client.protocol import (
     ReconnectingClient,
     arithmetic_flags,
     delete_quietly_line,
+    flags_bytes,
     get_flags,
     get_line,
     incr_quietly_line,
@@ -48,6 +49,8 @@ from webfarm.core.client.protocol import (
     server_address,
     set_flags,
     set_line,
+    with_cas,
+    with_opaque,
 )
 from webfarm.core.client.ring import StableHashClient, build_client, parse_servers
 
@@ -65,6 +68,7 @@ __all__ = [
     "client_epoch",
     "client_options",
     "delete_quietly_line",
+    "flags_bytes",
     "get_client",
     "get_flags",
     "get_line",
@@ -88,4 +92,6 @@ __all__ = [
     "server_of",
     "set_flags",
     "set_line",
+    "with_cas",
+    "with_opaque",
 ]

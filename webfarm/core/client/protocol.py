@@ -393,14 +393,16 @@ def set_flags(
     mode: Literal["set", "add"] = "set",
     cas: int | bytes | None = None,
     return_cas: bool = False,
+    quiet: bool = False,
 ) -> tuple[str, ...]:
     """`ms`'s: the lifetime (T), add only where absent (ME), only over a
-    version (C), answer the new version (c)."""
+    version (C), answer the new version (c), answer only a failure (q)."""
     return (
         *_number("T", ttl),
         *_if(mode == "add", "ME"),
         *_number("C", None if cas is None else int(cas)),
         *_if(return_cas, "c"),
+        *_if(quiet, "q"),
     )
 
 
@@ -426,6 +428,21 @@ def arithmetic_flags(
 def delete_flags(*, cas: int | bytes | None = None) -> tuple[str, ...]:
     """`md`'s: only that version (C)."""
     return _number("C", None if cas is None else int(cas))
+
+
+def flags_bytes(flags: tuple[str, ...]) -> bytes:
+    """Flags as get_line() and set_line() take them, built once for a batch."""
+    return " ".join(flags).encode()
+
+
+def with_opaque(flags: bytes, opaque: int) -> bytes:
+    """A pipeline's command's own flags: the opaque its quiet failure is named by (O)."""
+    return b"%s O%d" % (flags, opaque)
+
+
+def with_cas(flags: bytes, version: int) -> bytes:
+    """Only over this version (C), one command's own."""
+    return b"C%d %s" % (version, flags)
 
 
 def _if(wanted: bool, flag: str) -> tuple[str, ...]:
