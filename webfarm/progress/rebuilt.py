@@ -1,7 +1,12 @@
 """A job's record rebuilt from the database, for when memcached has none
-(expired, evicted, restarted, unreachable)."""
+(expired, evicted, restarted, unreachable): the one place that decides
+"memcached's record, or the row's"."""
 
+from collections.abc import Callable
+
+from webfarm.progress import store
 from webfarm.progress.countdown import short_worker
+from webfarm.progress.exceptions import ProgressUnavailable
 from webfarm.progress.models import Job, JobPart
 from webfarm.progress.records import JobRecord, PartProgress
 from webfarm.progress.states import FINAL_STATES, State
@@ -43,3 +48,31 @@ def record_from_job(job: Job) -> JobRecord:
         read_token=job.read_token,
         parts=parts,
     )
+
+
+def or_row(record: JobRecord | None, job: Job) -> JobRecord:
+    """`record`, as memcached gave it, or where it gave none the one `job`'s row rebuilds."""
+    return record_from_job(job) if record is None else record
+
+
+def current(job: Job) -> JobRecord:
+    """memcached's record of the job, or the row's when memcached is away or lost it."""
+    try:
+        return or_row(store.read(job.id), job)
+    except ProgressUnavailable:
+        return record_from_job(job)
+
+
+def changed(job: Job, change: Callable[[JobRecord], bool]) -> JobRecord:
+    """`change` applied to memcached's record of the job (a cas); where
+    memcached lost the record, to the one the row rebuilds (with the cancel
+    flag memcached holds), put back unless another process put one first,
+    and then that one. Raises ProgressUnavailable."""
+    record = store.update(job.id, change, read_token=job.read_token)
+    if record is not None:
+        return record
+    record = record_from_job(job)
+    record.cancel_requested = store.is_cancel_requested(job.id)
+    if change(record) and not store.create_if_missing(record):
+        return or_row(store.read(job.id), job)
+    return record

@@ -12,7 +12,7 @@ from webfarm.progress.conf import lost_after
 from webfarm.progress.exceptions import ProgressUnavailable
 from webfarm.progress.ids import is_valid_job_id, is_valid_read_token
 from webfarm.progress.models import Job
-from webfarm.progress.rebuilt import record_from_job
+from webfarm.progress.rebuilt import or_row, record_from_job
 from webfarm.progress.records import JobRecord
 from webfarm.progress.states import FINAL_STATES
 
@@ -122,7 +122,7 @@ def record_of(job: Job) -> JobRecord:
         record = job_record(job_id=job.id, owner_id=None)
     except ProgressUnavailable:
         record = None
-    return record_from_job(job) if record is None else record
+    return or_row(record, job)
 
 
 def job_rows(jobs: Iterable[Job]) -> list[tuple[Job, JobRecord]]:
@@ -133,7 +133,7 @@ def job_rows(jobs: Iterable[Job]) -> list[tuple[Job, JobRecord]]:
         live = store.read_many([job.id for job in jobs if job.state not in FINAL_STATES])
     except ProgressUnavailable:
         live = {}
-    return [(job, live.get(job.id) or record_from_job(job)) for job in jobs]
+    return [(job, or_row(live.get(job.id), job)) for job in jobs]
 
 
 def _stale(record: JobRecord) -> bool:

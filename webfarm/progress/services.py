@@ -22,7 +22,7 @@ from webfarm.progress.exceptions import JobCancelled, JobEnded, JobFailed, JobNo
 from webfarm.progress.ids import new_job_id, new_read_token
 from webfarm.progress.models import Job, JobPart
 from webfarm.progress.outcome import JobResult
-from webfarm.progress.rebuilt import record_from_job
+from webfarm.progress.rebuilt import changed, current, or_row, record_from_job
 from webfarm.progress.records import JobRecord, PartProgress
 from webfarm.progress.reporter import ProgressReporter
 from webfarm.progress.signals import job_ended
@@ -148,12 +148,7 @@ def begin_job(job_id: str, *, worker: str = "", job: Job | None = None) -> JobRe
         return True
 
     try:
-        record = store.update(job_id, start, read_token=job.read_token)
-        if record is None:  # evicted or memcached restarted: rebuild from the row
-            record = record_from_job(job)
-            record.cancel_requested = store.is_cancel_requested(job_id)
-            if start(record) and not store.create_if_missing(record):
-                record = store.read(job_id) or record_from_job(job)  # another delivery won
+        record = changed(job, start)  # memcached's record, or the row's put back
     except ProgressUnavailable as exc:
         logger.warning("job %s starts without live progress: %s", job_id, exc)
         record = record_from_job(job)
@@ -304,10 +299,7 @@ def finish_never_started(job: Job) -> bool:
         "This job never started: its task did not reach a worker, even when sent again "
         "(the job queue lost it). Please start it again."
     )
-    try:
-        record = store.read(job.id) or record_from_job(job)
-    except ProgressUnavailable:
-        record = record_from_job(job)
+    record = current(job)
     if finish_job(record, State.LOST, ending=State.QUEUED, error=error):
         logger.warning("job %s lost: %s", job.id, error)
         return True
@@ -470,7 +462,7 @@ def cancel_job(*, job: Job) -> JobRecord:
         record.message = "cancelling"
         return True
 
-    record = store.update(job.id, mark) or record_from_job(job)
+    record = or_row(store.update(job.id, mark), job)
     if record.state == State.QUEUED:
         # A worker that picks it up now sees cancel_requested and gives up.
         finish_job(record, State.CANCELLED, ending=State.QUEUED)

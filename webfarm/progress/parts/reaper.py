@@ -32,7 +32,7 @@ from webfarm.progress.conf import get_config
 from webfarm.progress.countdown import claim_merge, stop_parts
 from webfarm.progress.exceptions import ProgressUnavailable
 from webfarm.progress.models import Job, JobPart
-from webfarm.progress.rebuilt import record_from_job
+from webfarm.progress.rebuilt import or_row
 from webfarm.progress.records import JobRecord
 from webfarm.progress.sending import past_hard_limit
 from webfarm.progress.services import finish_lost
@@ -101,7 +101,7 @@ def _last_beat(row: JobPart, entries: list) -> float:
 def _part_lost(job: Job, row: JobPart, record: JobRecord | None, *, silence: float, send: PartSender) -> bool:
     if row.attempt >= MAX_PART_ATTEMPTS:
         logger.warning("job %s: part %s lost %s times: the job is lost", job.id, row.index, row.attempt)
-        ended = finish_lost(job, record or record_from_job(job), silent_for=silence, on_lost=send.lost)
+        ended = finish_lost(job, or_row(record, job), silent_for=silence, on_lost=send.lost)
         if ended:
             JobPart.objects.filter(pk=row.pk).move(source=State.RUNNING, target=State.LOST)
             stop_parts(job.id, State.CANCELLED)
@@ -177,7 +177,7 @@ def _queued_again(job: Job, record: JobRecord | None, *, now: float, send: PartS
         send.queued(job)
         return True
     if job.sends >= 2 and now - heard >= config["QUEUED_LOST_AFTER"]:
-        ended = finish_lost(job, record or record_from_job(job), silent_for=now - heard, on_lost=None)
+        ended = finish_lost(job, or_row(record, job), silent_for=now - heard, on_lost=None)
         if ended:
             stop_parts(job.id, State.CANCELLED)
         return ended
