@@ -1,7 +1,7 @@
 """What an app's views need to start jobs and show them, the same in every
 app: a start, or why it did not start, as the answer (202 JSON or a redirect;
 503 with Retry-After and the form again, saying why); a start over a limit
-refused before the view reads its form; a job's rows for a list; cancel.
+refused before the view reads its form; a job's rows for a list.
 
     @refuse_over_limit(lambda request: count_orders, template="counts/start.html",
                        context=lambda request, job_type: {"form": StartForm(request.POST)})
@@ -141,7 +141,7 @@ def look_before_start(
 ) -> Looked | HttpResponse:
     """Refuse a start over a limit before the form is even read (a refusal
     must cost less than anything the farm serves): what the limits looked
-    like, for start_job(looked=...), or the answer to send."""
+    like, for start_job() (through looked_early), or the answer to send."""
     try:
         return look_at_limits(user=request.user, job_type=job_type)
     except StartRefused as refusal:

@@ -80,7 +80,7 @@ def look_at_limits(*, user: AbstractBaseUser | AnonymousUser | None, job_type: J
     written; under a flood of starts against a full limit, not even that
     (FLOOD_WINDOW: a slot freed meanwhile is taken that much later at most,
     and Retry-After is a second or more). Raises StartRefused or
-    ProgressUnavailable; pass what it returns to start_job(), which then
+    ProgressUnavailable; what it returns goes to start_job() through looked_early(), which then
     does not look again."""
     limits = job_type.limits(user)
     if limits is None:  # no farm-wide limit: nothing to look at, no slot to take
@@ -142,17 +142,15 @@ def start_job(
     user: AbstractBaseUser | None,
     job_type: JobTypeBase,
     params: dict[str, Any],
-    looked: Looked | None = None,
 ) -> Job:
     """Take the job's limit slots, record it as queued in memcached and the
-    database (counted), then send its task. `looked`: what look_at_limits()
-    saw a moment ago, so the limits are not looked at twice.
+    database (counted), then send its task. Where the view looked at the
+    limits a moment ago (looked_early), that look is not made twice.
 
     Raises StartRefused (over a limit), ProgressUnavailable (nothing recorded)
     or BrokerUnavailable (the job is recorded as failed with the reason).
     """
-    if looked is None:
-        looked = _looked_for(user, job_type)
+    looked = _looked_for(user, job_type)
     registered = get_job_type(job_type.name)
     # By class, not identity: a source may build its instances again (a settings change, another thread).
     if registered is None or type(registered) is not type(job_type):
