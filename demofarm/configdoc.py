@@ -9,12 +9,13 @@ import importlib
 import importlib.util
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 
-from webfarm.core.appsettings import AppSettings
+from webfarm.core.appsettings import AppSettings, Setting
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "configuration.md"
@@ -43,44 +44,51 @@ def _default(value: Any) -> str:
     return f"`{value}`" if value != "" else "empty"
 
 
-def _heading(config: AppSettings, named: str) -> list[str]:
-    return ["", f"### `{config.setting}`", "", f"| {named} | default | meaning |", "| --- | --- | --- |"]
+def _section(
+    configs: list[AppSettings], intro: list[str], named: str, name_of: Callable[[AppSettings, Setting], str]
+) -> str:
+    """The generated part of a page: `intro`, then a table per app, each
+    setting named by `name_of` in the column called `named`."""
+    lines = [BEGIN, "", *intro]
+    for config in configs:
+        lines += [
+            "",
+            f"### `{config.setting}`",
+            "",
+            f"| {named} | default | meaning |",
+            "| --- | --- | --- |",
+        ]
+        lines += [
+            f"| {name_of(config, item)} | {_default(item.default)} | {item.doc} |" for item in config.declared
+        ]
+    return "\n".join([*lines, "", END])
 
 
 def section(configs: list[AppSettings]) -> str:
     """The library's apps' settings, as a project writes them in its settings."""
-    lines = [
-        BEGIN,
-        "",
+    intro = [
         "## The apps' settings",
         "",
         "Each app's settings are one dict in the project's settings",
         '(`PROGRESS = {"JOBS_PER_USER": 4}`); a key it leaves out keeps its default.',
     ]
-    for config in configs:
-        lines += _heading(config, "setting")
-        for item in config.declared:
-            lines.append(f'| `{config.setting}["{item.key}"]` | {_default(item.default)} | {item.doc} |')
-    return "\n".join([*lines, "", END])
+    return _section(configs, intro, "setting", lambda config, item: f'`{config.setting}["{item.key}"]`')
 
 
 def demo_section(configs: list[AppSettings]) -> str:
     """Every app's settings as the demo reads them: one variable per key."""
-    lines = [
-        BEGIN,
-        "",
+    intro = [
         "## The apps' settings, as variables",
         "",
         "The demo reads every key of every app's settings from a variable named for it",
         '(`QUEUES_HOLE_WAIT` is `QUEUES["HOLE_WAIT"]`, `demofarm.env.env_app`): the library\'s are in',
         "[docs/configuration.md](../docs/configuration.md), the demo's own apps' here.",
     ]
-    for config in configs:
-        lines += _heading(config, "variable")
-        for item in config.declared:
-            variable = f"`{config.variable(item)}`" if item.environ else f"settings only: `{item.key}`"
-            lines.append(f"| {variable} | {_default(item.default)} | {item.doc} |")
-    return "\n".join([*lines, "", END])
+
+    def variable(config: AppSettings, item: Setting) -> str:
+        return f"`{config.variable(item)}`" if item.environ else f"settings only: `{item.key}`"
+
+    return _section(configs, intro, "variable", variable)
 
 
 def page_with(text: str, generated: str) -> str:
