@@ -33,9 +33,13 @@ PY313 := $(shell for p in python3.13 $$HOME/.pyenv/versions/3.13*/bin/python3.13
 endif
 VENV313 := .venv-py313
 REQ313_STAMP := $(VENV313)/.req-$(shell cat requirements-py313.txt pyproject.toml | sha1sum | cut -c1-16)
-# What the leg runs: everything that starts no farm, and the wheel in a
-# project of its own, end to end in Chromium.
-PY313_TESTS := tests/unit tests/farm/test_install.py tests/browser/test_installed_site.py
+# Two suites, each on its own project (tests/harness/suites.py): the
+# library's on its test project, the demo's on the demo's settings.
+LIBRARY_TESTS := tests/unit
+DEMO_TESTS := tests/demo tests/farm tests/hosts tests/browser
+# What the Python 3.13 leg runs: everything that starts no farm, and the
+# wheel in a project of its own, end to end in Chromium.
+PY313_DEMO_TESTS := tests/demo tests/farm/test_install.py tests/browser/test_installed_site.py
 
 .PHONY: setup system-packages test-packages farm-packages venv bytecode migrate demo run farm test test-py313 check bench lint clean
 
@@ -96,7 +100,8 @@ farm: setup farm-packages
 	@$(PY) -m demofarm.farm --port $(PORT)
 
 test: setup test-packages lint
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15
+	$(PY) -m pytest $(LIBRARY_TESTS) -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest $(DEMO_TESTS) -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder --durations=15
 	@$(MAKE) --no-print-directory test-py313
 
 ifeq ($(PY313),)
@@ -112,7 +117,8 @@ else
 test-py313: setup test-packages $(REQ313_STAMP)
 	@$(VENV313)/bin/python -m compileall -q -j 0 webfarm demofarm tests >/dev/null
 	@echo "The Python 3.13 + Django 6.1 leg ($(PY313)):"
-	$(VENV313)/bin/python -m pytest $(PY313_TESTS) -n $(CHECK_WORKERS) --dist loadgroup
+	$(VENV313)/bin/python -m pytest $(LIBRARY_TESTS) -n $(CHECK_WORKERS) --dist loadgroup
+	$(VENV313)/bin/python -m pytest $(PY313_DEMO_TESTS) -n $(CHECK_WORKERS) --dist loadgroup
 endif
 
 $(REQ313_STAMP): requirements-py313.txt pyproject.toml
@@ -123,7 +129,8 @@ $(REQ313_STAMP): requirements-py313.txt pyproject.toml
 
 # The quick tier: lint and the tests that start no farm (about a minute).
 check: setup lint
-	$(PY) -m pytest tests/unit -n $(CHECK_WORKERS) --dist loadgroup
+	$(PY) -m pytest $(LIBRARY_TESTS) -n $(CHECK_WORKERS) --dist loadgroup
+	$(PY) -m pytest tests/demo -n $(CHECK_WORKERS) --dist loadgroup
 
 bench: setup test-packages
 	$(PY) -m bench

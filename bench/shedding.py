@@ -111,8 +111,8 @@ def run() -> dict:
             "MEMCACHED_NAMESPACE": "bench",
             "DJANGO_SECRET_KEY": uuid.uuid4().hex,
             "LOG_LEVEL": "WARNING",
-            "LIMITS_REPORTS_PER_USER": str(PER_USER),
-            "LIMITS_REPORTS_PER_KIND": str(PER_KIND),
+            "REPORTS_PER_USER": str(PER_USER),
+            "REPORTS_PER_KIND": str(PER_KIND),
         }
         processes.manage(env, "migrate", "--no-input", "-v", "0")
         sessions = _sessions(env, USERS)

@@ -2,7 +2,7 @@
 declarations (webfarm.core.appsettings): the library's in docs/configuration.md
 as Django settings, the demo's in demofarm/README.md as the variables it reads.
 `python -m demofarm.configdoc` prints both sections, `--write` puts them in
-their pages. tests/unit/test_configuration.py holds the pages to them.
+their pages. tests/demo/test_configuration.py holds the pages to them.
 """
 
 import importlib

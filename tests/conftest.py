@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import processes, scheduling
+from tests.harness import processes, scheduling, suites
 from tests.harness.web import DEMO_PASSWORD, WebClient
 
 # Where the in-process settings point between tests: a port where nothing
@@ -20,12 +20,12 @@ NOWHERE = "127.0.0.1:9"
 def pytest_configure(config: pytest.Config) -> None:
     # In-process tests never send tasks to a shared broker; the farm tests run
     # real workers on a Redis of their own.
+    from celery import current_app
     from django.conf import settings
     from django.test.utils import override_settings
 
-    from demofarm.celery import app
-
-    # The read and write URLs too: the settings set them (demofarm/settings.py).
+    app = current_app._get_current_object()  # the project's, made as its settings load
+    # The read and write URLs too: the demo's settings set them (demofarm/settings.py).
     app.conf.broker_url = app.conf.broker_read_url = app.conf.broker_write_url = "memory://"
     # POOL_FOLLOW: in-process tests name their servers; a test of the pool's
     # changes turns it on (tests/unit/test_pool_plan.py).
@@ -38,7 +38,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # A test's folder is its tier: `make check` runs tests/unit alone, so nothing
 # there may start a farm or a browser, and every test elsewhere is marked as
 # what it starts (a browser test may serve its pages itself, without a farm).
-TIER_MARK = {"unit": None, "farm": "farm", "hosts": "farm", "browser": "browser"}
+TIER_MARK = {"unit": None, "demo": None, "farm": "farm", "hosts": "farm", "browser": "browser"}
 
 
 # First: pytest-xdist's worker reads the xdist_group marks in its own hook of
@@ -63,16 +63,16 @@ def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    # Once a run, before any worker starts (pytest-xdist's workers have
-    # workerinput): pages render with the static files' manifest, and the
-    # farms' nodes serve them.
-    if not hasattr(session.config, "workerinput"):
+    # Once a run of the demo's suite, before any worker starts
+    # (pytest-xdist's workers have workerinput): its pages render with the
+    # static files' manifest, and the farms' nodes serve them.
+    if suites.running() == suites.DEMO and not hasattr(session.config, "workerinput"):
         processes.collect_static_files()
         processes.templates()
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    if not hasattr(session.config, "workerinput"):
+    if suites.running() == suites.DEMO and not hasattr(session.config, "workerinput"):
         processes.remove_templates()
 
 
@@ -164,7 +164,9 @@ def alice_client(alice):
 def memcached_broker(memcached_server: str, progress_on_real_memcached: str) -> Iterator[None]:
     """Celery on the test's memcached, as the farm runs by default: a start's
     task send is a put into a memcached queue, counted like the rest."""
-    from demofarm.celery import app
+    from celery import current_app
+
+    app = current_app._get_current_object()
 
     before = app.conf.broker_url, app.conf.broker_transport_options
     # The read and write URLs follow (the settings set them to the broker's URL).
@@ -261,8 +263,8 @@ def farm(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
             "ACTIVITY_LOG_FILE": str(base / "activity.log"),
             # Tests share alice and bob and start several jobs each; the limits
             # themselves are tested with fresh users (test_failures.py).
-            "LIMITS_REPORTS_PER_USER": "4",
-            "LIMITS_REPORTS_PER_KIND": "50",
+            "REPORTS_PER_USER": "4",
+            "REPORTS_PER_KIND": "50",
             # Every report runs whole here, as one task: the tests of this farm
             # are about one job on one worker. tests/farm/test_fanout.py runs the
             # sales report in parts, on a farm of its own.

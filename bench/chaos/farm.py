@@ -175,8 +175,8 @@ def farm_env(base: Path, address: str, database: str, lan: hosts.Lan | None = No
         REPORTS_PART_ROWS=15000,
         PROGRESS_HEARTBEAT_INTERVAL=1,
         REAP_EVERY=1,
-        LIMITS_REPORTS_PER_USER=3,
-        LIMITS_REPORTS_PER_KIND=6,
+        REPORTS_PER_USER=3,
+        REPORTS_PER_KIND=6,
         POLLS_FLUSH_EVERY=1,
         # Beat's tasks not behind the reports: a vote waits a second in memcached, not a report's run.
         HOUSEKEEPING_QUEUE=HOUSEKEEPING,

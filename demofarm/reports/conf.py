@@ -14,6 +14,8 @@ get_config = AppSettings(
             ],
             "the report types users can start: dotted paths of `Report` subclasses",
         ),
+        Setting("PER_USER", 2, "reports queued or running at once, farm-wide, per user"),
+        Setting("PER_KIND", 4, "reports queued or running at once, farm-wide, per report type"),
         Setting(
             "TIME_LIMITS",
             {},

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.farm
 
 ALL_DATES = {"date_from": "2024-01-01", "date_to": "2025-12-31"}
 JSON = {"Accept": "application/json"}
-PER_USER = 4  # LIMITS_REPORTS_PER_USER in the farm fixture
+PER_USER = 4  # REPORTS_PER_USER in the farm fixture
 
 
 def _new_user(farm, username: str) -> WebClient:

@@ -109,7 +109,7 @@ def fanout(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fanout]:
             REPORTS_PART_ROWS=40000,
             PROGRESS_HEARTBEAT_INTERVAL=1,
             REAP_EVERY=1,
-            LIMITS_REPORTS_PER_USER=10,
+            REPORTS_PER_USER=10,
         )
         processes.migrated_and_seeded(env)
         web, url = processes.gunicorn(env, base, "fanout-node")

@@ -69,8 +69,8 @@ def delivery(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Delivery]:
             PROGRESS_SEND_GRACE=2,
             PROGRESS_RESEND_AFTER=600,
             PROGRESS_QUEUED_LOST_AFTER=600,
-            LIMITS_REPORTS_PER_USER=10,
-            LIMITS_REPORTS_PER_KIND=10,
+            REPORTS_PER_USER=10,
+            REPORTS_PER_KIND=10,
         )
         processes.migrated_and_seeded(env)
         web, url = processes.gunicorn(env, base, "delivery-node")
@@ -216,7 +216,7 @@ def test_a_broker_too_full_to_take_the_task_gets_503_and_frees_everything(tmp_pa
             "full",
             CELERY_BROKER_URL=f"memcached://{broker_address}",  # a broker of its own, 2 MB, -M
             DEMO_ORDERS=100,
-            LIMITS_REPORTS_PER_USER=1,  # a start that kept its slot would block the next one
+            REPORTS_PER_USER=1,  # a start that kept its slot would block the next one
         )
         processes.migrated_and_seeded(env)
         web, url = processes.gunicorn(env, tmp_path, "full-node")

@@ -80,8 +80,8 @@ def nginx_farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NginxFarm]:
             "REPORTS_CHUNK_ROWS": "100",
             "PROGRESS_HEARTBEAT_INTERVAL": "2",
             "TRUSTED_PROXIES": "127.0.0.1",
-            "LIMITS_REPORTS_PER_USER": "10",
-            "LIMITS_REPORTS_PER_KIND": "50",
+            "REPORTS_PER_USER": "10",
+            "REPORTS_PER_KIND": "50",
         }
         processes.migrated_and_seeded(env)
         for name in ("worker-1", "worker-2"):

@@ -63,7 +63,7 @@ def test_a_pickle_planted_under_every_key_runs_nothing(tmp_path):
             STATS_API_TOKEN=TOKEN,
             DASHBOARD_WORKER_HEARTBEAT=1,
             # A planted slot holds one of alice's until it lapses (a refusal, by design).
-            LIMITS_REPORTS_PER_USER=4,
+            REPORTS_PER_USER=4,
         )
         processes.migrated_and_seeded(env)
         worker = processes.celery_worker(env, tmp_path, "trust-worker")

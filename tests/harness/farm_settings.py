@@ -1,6 +1,6 @@
 """The demo's settings as the suite runs them, in its own process and in
-every farm process it starts (they inherit DJANGO_SETTINGS_MODULE from
-pyproject.toml's pytest settings): the site's own, with the tests' quick
+every farm process it starts (they inherit DJANGO_SETTINGS_MODULE, which
+tests/harness/suites.py sets for the demo's suite): the site's own, with the tests' quick
 password hasher (tests/harness/hashers.py)."""
 
 import django

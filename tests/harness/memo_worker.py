@@ -4,7 +4,7 @@ import os
 import sys
 import time
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demofarm.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.project.settings")
 
 
 def main() -> None:

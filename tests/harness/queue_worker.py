@@ -6,7 +6,7 @@ import random
 import sys
 import time
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "demofarm.settings")
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.project.settings")
 
 
 def main() -> None:

@@ -7,11 +7,11 @@ blocked, not polling memcached, so the ones still starting up get the
 machine's cores.
 """
 
-import os
 import subprocess
 import sys
 
 from tests.harness.processes import ROOT, wait_for
+from tests.harness.suites import library_env
 
 
 def run_together(module: str, *args: str, count: int, servers: str, namespace: str) -> list[str]:
@@ -19,7 +19,7 @@ def run_together(module: str, *args: str, count: int, servers: str, namespace: s
 
     client = get_client()
     client.set("test:ready", b"0")
-    env = {**os.environ, "MEMCACHED_SERVERS": servers, "MEMCACHED_NAMESPACE": namespace}
+    env = library_env(servers, namespace)
     argv = [sys.executable, "-m", module, *args]
     children = [
         subprocess.Popen(argv, cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)

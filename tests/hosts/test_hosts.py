@@ -55,8 +55,8 @@ def farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostFarm]:
         "REPORTS_CHUNK_PAUSE": "0.004",
         "REAP_EVERY": str(REAP_EVERY),
         "PROGRESS_HEARTBEAT_INTERVAL": "2",
-        "LIMITS_REPORTS_PER_USER": "10",
-        "LIMITS_REPORTS_PER_KIND": "50",
+        "REPORTS_PER_USER": "10",
+        "REPORTS_PER_KIND": "50",
         "CELERY_BROKER_VISIBILITY_TIMEOUT": str(VISIBILITY_TIMEOUT),
     }
     with hosts.lan(HOSTS) as lan, host_farm(lan, tmp_path_factory.mktemp("hosts"), extra=extra) as farm:

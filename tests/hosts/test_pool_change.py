@@ -55,8 +55,8 @@ def farm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostFarm]:
         # a worker's heartbeat thread takes no live job for lost.
         "PROGRESS_HEARTBEAT_INTERVAL": "1",
         "REAP_EVERY": "2",
-        "LIMITS_REPORTS_PER_USER": "10",
-        "LIMITS_REPORTS_PER_KIND": "50",
+        "REPORTS_PER_USER": "10",
+        "REPORTS_PER_KIND": "50",
         "POLLS_FLUSH_EVERY": "1",
         "POLLS_ANONYMOUS_PER_ADDRESS": "10000000",  # every voter comes from the client host
         # Short stages: a change takes seconds, not a minute.

@@ -2,6 +2,8 @@
 them in a project that is not the demo, and nothing of the demo. mypy's
 Django plugin reads the models through it too (pyproject.toml)."""
 
+import json
+import os
 from pathlib import Path
 
 import webfarm
@@ -20,6 +22,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     *webfarm.APPS,
+    "tests.project.shop",
 ]
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
@@ -46,13 +49,52 @@ TEMPLATES = [
         },
     }
 ]
-DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": BASE_DIR / "db.sqlite3"}}
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": os.environ.get("WEBFARM_TEST_DATABASE", BASE_DIR / "db.sqlite3"),
+        "OPTIONS": {
+            # Processes a test starts share a file: writers queue, readers
+            # read beside them, as on any SQLite site with several processes.
+            # In-process, the tests' database is Django's in-memory one, whose
+            # connections share one cache: there a thread reading a table (the
+            # pool's follower) makes another's write fail at once with
+            # "database table is locked" unless readers take no table locks.
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA read_uncommitted=1;",
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 30,
+        },
+    }
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True
 STATIC_URL = "static/"
+LOGIN_REDIRECT_URL = "/"
 
-MEMCACHED = {"SERVERS": ["127.0.0.1:11211"], "NAMESPACE": "webfarm-tests"}
-CELERY_BROKER_URL = "memcached://127.0.0.1:11211"
+# A process a test starts (a worker, a drainer) is told the test's memcached
+# and namespace; in-process, tests/conftest.py points these at the test's own.
+MEMCACHED = {
+    "SERVERS": os.environ.get("WEBFARM_TEST_MEMCACHED", "127.0.0.1:11211").split(","),
+    "NAMESPACE": os.environ.get("WEBFARM_TEST_NAMESPACE", "webfarm-tests"),
+}
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.memcached.PyMemcacheCache",
+        "LOCATION": "127.0.0.1:11211",
+        "KEY_PREFIX": "webfarm-tests:dj",
+    }
+}
+CELERY_BROKER_URL = "memory://"
 TASKS = {"default": {"BACKEND": "webfarm.djangotasks.backend.CeleryBackend"}}
+# The machine APIs, mounted (tests/project/urls.py) with their tokens.
+QUEUE_API_TOKEN = "test-queue-token"
+STATS_API_TOKEN = "test-stats-token"
+# Empty: the library's defaults. Tests overlay what they change on them, and
+# tell a process they start theirs (WEBFARM_TEST_SETTINGS, as JSON).
+_told = json.loads(os.environ.get("WEBFARM_TEST_SETTINGS", "{}"))
+PROGRESS: dict = _told.get("PROGRESS", {})
+QUEUES: dict = _told.get("QUEUES", {})
+LIMITS: dict = _told.get("LIMITS", {})
+ACTIVITY: dict = _told.get("ACTIVITY", {})
 SESSION_ENGINE = "webfarm.core.sessions"
 AUTHENTICATION_BACKENDS = ["webfarm.limits.backends.ThrottledUserBackend"]

@@ -51,10 +51,51 @@ def test_each_request_is_logged_with_who_what_status_and_duration(tmp_path):
     assert first["duration_ms"] >= 0 and first["node"] and first["q"]
 
 
-def test_the_settings_logging_builds_a_handler_that_ships_on_this_python(settings, tmp_path):
-    # Built the way Django builds LOGGING (dictConfig), whose treatment of
-    # handler classes has changed between Pythons.
-    config = dict(settings.LOGGING["handlers"]["sitelog"])
+def _shipped(marker: str, tmp_path) -> bool:
+    path = tmp_path / "activity.log"
+    drain(path)
+    return any(line.get("user") == marker for line in _lines(path))
+
+
+def test_the_default_handler_ships_after_logging_is_configured_again(tmp_path):
+    """A second django.setup() (a WSGI file's get_wsgi_application() in a
+    process that set Django up already) configures logging again, which
+    closes every handler: the one the app gave the site log (no LOGGING of
+    the project's) kept the lines it was given and shipped none."""
+    site_log = logging.getLogger("activity")
+    (handler,) = [h for h in site_log.handlers if isinstance(h, SiteLogHandler)]
+    logging.config.dictConfig({"version": 1, "disable_existing_loggers": False})
+    marker = uuid.uuid4().hex
+    site_log.info("after a second set-up", extra={"user": marker})
+    handler.flush()
+    wait_for(lambda: _shipped(marker, tmp_path), timeout=10, what="the line logged after the set-up")
+
+
+def test_a_forked_child_ships_its_own_lines(tmp_path):
+    """A Celery worker's pool processes are forked from the process that set
+    Django up, and a thread does not survive a fork: the child ships its
+    lines with a shipper of its own."""
+    import multiprocessing
+
+    marker = uuid.uuid4().hex
+
+    def log_in_child() -> None:
+        site_log = logging.getLogger("activity")
+        site_log.info("from a forked child", extra={"user": marker})
+        for handler in site_log.handlers:
+            handler.flush()
+
+    child = multiprocessing.get_context("fork").Process(target=log_in_child)
+    child.start()
+    child.join(30)
+    assert child.exitcode == 0
+    wait_for(lambda: _shipped(marker, tmp_path), timeout=10, what="the child's line")
+
+
+def test_a_handler_a_project_s_logging_names_ships_on_this_python(tmp_path):
+    # Built the way Django builds a project's LOGGING (dictConfig), whose
+    # treatment of handler classes has changed between Pythons.
+    config = {"class": "webfarm.activity.handler.SiteLogHandler"}
     handler = logging.config.DictConfigurator({"version": 1}).configure_handler(config)
     try:
         assert isinstance(handler, SiteLogHandler) and handler.shipper.queue_name == QUEUE_NAME
@@ -301,7 +342,7 @@ def test_a_poll_is_a_read_of_a_view_its_app_marks_polled_or_a_static_file():
     for path in [
         f"/progress/{job}/",
         f"/progress/{job}/{token}/",
-        "/polls/3/results.json",
+        "/counters/3.json",
         "/admin/dashboard/live/",
         "/stats/metrics",
         "/static/webfarm_progress/progress.js",
@@ -310,12 +351,12 @@ def test_a_poll_is_a_read_of_a_view_its_app_marks_polled_or_a_static_file():
         assert not is_poll("POST", path), path
     for path in [
         "/",
-        "/polls/3/",
+        "/jobs/",
         "/admin/dashboard/",
-        "/reports/jobs/",
+        "/counters/3",
         f"/progress/{job}/cancel/",
         "/\x00",
-        "/polls/" + "9" * 5000 + "/results.json",  # past int()'s digit limit, and far too long
+        "/counters/" + "9" * 5000 + ".json",  # past int()'s digit limit, and far too long
         "/static/" + "a" * 300,
         None,
     ]:

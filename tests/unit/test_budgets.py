@@ -110,60 +110,27 @@ def test_a_parts_progress_write_is_two_round_trips_and_no_query(split_job):
     assert (cost.round_trips, cost.queries) == (2, 0)
 
 
-@pytest.fixture
-def poll():
-    from demofarm.polls.models import Poll
-    from demofarm.polls.services import flush_all
-
-    poll = Poll.objects.create(question="Tabs or spaces?")
-    for position, text in enumerate(["Tabs", "Spaces"]):
-        poll.choices.create(text=text, position=position)
-    flush_all()  # the running totals, as the flusher keeps them
-    return poll
-
-
-def test_a_vote_is_at_most_three_round_trips_and_no_query(poll, settings):
-    settings.POLLS = {**settings.POLLS, "ANONYMOUS_PER_ADDRESS": 1000}
-    choice = poll.choices.first().id
-    csrf = {"HTTP_X_CSRFTOKEN": "c" * 32}
-
-    def vote():
-        # A new anonymous voter each time, as in a spike.
-        client = Client()
-        client.cookies["csrftoken"] = "c" * 32
-        return client.post(f"/polls/{poll.id}/vote/", {"choice": choice}, **JSON, **csrf)
-
-    _warm(vote)
-    cost = steady(vote)
-    _said("a vote (new anonymous voter)", cost)
-    assert cost.result.status_code == 200 and cost.result.json() == {"accepted": True, "via": "queue"}
-    assert cost.round_trips <= 3 and cost.queries == 0
-
-
-START = {"date_from": "2024-01-01", "date_to": "2025-12-31", "min_units": 1}
-
-
-def _start(client: Client):
-    return client.post("/reports/return-rates/", START, **JSON, HTTP_X_CSRFTOKEN="c" * 32)
+def _start(client: Client, kind: str = "count", **params: int):
+    return client.post(f"/start/{kind}/", {"steps": 7, **params}, **JSON, HTTP_X_CSRFTOKEN="c" * 32)
 
 
 def test_an_accepted_start_is_at_most_six_round_trips(starters, settings):
-    settings.LIMITS = {**settings.LIMITS, "REPORTS_PER_KIND": 100}
+    settings.PROGRESS = {**settings.PROGRESS, "JOBS_PER_KIND": 100}
     assert _start(starters[0]).status_code == 202 and _start(starters[1]).status_code == 202  # warm
     fresh = iter(starters[2:])
     cost = steady(lambda: _start(next(fresh)))
-    _said("a report start, accepted", cost)
+    _said("a job start, accepted", cost)
     assert cost.result.status_code == 202
     assert cost.round_trips <= 6
 
 
 def test_a_refused_start_costs_less_than_an_accepted_one(starters, settings):
-    settings.LIMITS = {**settings.LIMITS, "REPORTS_PER_KIND": 2}
+    settings.PROGRESS = {**settings.PROGRESS, "JOBS_PER_KIND": 2}
     assert _start(starters[0]).status_code == 202 and _start(starters[1]).status_code == 202
     assert _start(starters[2]).status_code == 503  # warm
     fresh = iter(starters[3:])
     cost = steady(lambda: _start(next(fresh)))
-    _said("a report start, refused (503)", cost)
+    _said("a job start, refused (503)", cost)
     assert cost.result.status_code == 503 and cost.result["Retry-After"]
     assert cost.round_trips <= 3 and cost.queries == 0
 
@@ -171,32 +138,17 @@ def test_a_refused_start_costs_less_than_an_accepted_one(starters, settings):
 SPLIT = 4
 
 
-@pytest.fixture
-def order_lines(settings):
-    from demofarm.reports import dataset
-    from demofarm.reports.models import OrderLine
-
-    dataset.generate(customers=20, products=5, orders=200, seed=1)
-    lines = OrderLine.objects.count()
-    settings.REPORTS = {**settings.REPORTS, "PART_ROWS": -(-lines // SPLIT)}
-    settings.LIMITS = {**settings.LIMITS, "REPORTS_PER_KIND": 100}
-
-
-def _start_sales(client: Client):
-    params = {"date_from": "2024-01-01", "date_to": "2025-12-31"}
-    return client.post("/reports/sales-by-region/", params, **JSON, HTTP_X_CSRFTOKEN="c" * 32)
-
-
-def test_a_split_start_costs_a_whole_start_and_a_send_per_part(order_lines, starters, settings):
+def test_a_split_start_costs_a_whole_start_and_a_send_per_part(starters, settings):
     """A job in parts sends one task per part; the rest of its start costs
     what a whole job's does."""
+    settings.PROGRESS = {**settings.PROGRESS, "JOBS_PER_KIND": 100}
     fresh = iter(starters)
-    assert _start_sales(next(fresh)).status_code == 202 and _start_sales(next(fresh)).status_code == 202
-    split = steady(lambda: _start_sales(next(fresh)))
-    _said(f"a report start in {SPLIT} parts, accepted", split)
-    settings.REPORTS = {**settings.REPORTS, "PART_ROWS": 0}
-    whole = steady(lambda: _start_sales(next(fresh)))
-    _said("the same report start, whole", whole)
+    assert _start(next(fresh), "count-parts", parts=SPLIT).status_code == 202
+    assert _start(next(fresh)).status_code == 202
+    split = steady(lambda: _start(next(fresh), "count-parts", parts=SPLIT))
+    _said(f"a job start in {SPLIT} parts, accepted", split)
+    whole = steady(lambda: _start(next(fresh)))
+    _said("a whole job's start", whole)
     assert split.result.status_code == 202 and whole.result.status_code == 202
     assert Job.objects.get(pk=split.result.json()["job"]).part_count == SPLIT
     sends = [sum(runs(trip) == "ms ma mg incr" for trip in cost.trips) for cost in (split, whole)]

@@ -1,13 +1,13 @@
 """The long-running commands say what they do: never a silent wait."""
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 
 from tests.harness.processes import ROOT, wait_for
+from tests.harness.suites import library_env
 from webfarm.activity.handler import QUEUE_NAME
 from webfarm.queues.queue import Queue
 
@@ -16,10 +16,7 @@ def test_drain_sitelog_follow_says_what_it_wrote_as_it_goes_and_stops_on_ctrl_c(
     settings, progress_on_real_memcached, tmp_path
 ):
     env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "demofarm.settings",
-        "MEMCACHED_SERVERS": ",".join(settings.MEMCACHED["SERVERS"]),
-        "MEMCACHED_NAMESPACE": progress_on_real_memcached,
+        **library_env(",".join(settings.MEMCACHED["SERVERS"]), progress_on_real_memcached),
         "PYTHONUNBUFFERED": "1",
         "PYTHONFAULTHANDLER": "1",  # a drainer that will not stop says where it is (below)
     }

@@ -7,11 +7,10 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.test import Client
 
-from demofarm.reports import results
-from demofarm.reports.registry import get_report
 from tests.harness import full
 from tests.harness.processes import free_port, memcached, wait_for
 from tests.harness.together import run_together
+from tests.project.shop.jobs import count
 from webfarm.core import counters, slots
 from webfarm.core.client import get_client, reset_client
 from webfarm.core.slots import Lease, LimitReached, SlotsTaken, SlotsUnavailable, acquire
@@ -31,7 +30,8 @@ def alice():
 
 @pytest.fixture(autouse=True)
 def small_limits(settings):
-    settings.LIMITS = {**settings.LIMITS, "REPORTS_PER_USER": 2, "REPORTS_PER_KIND": 3, "PAUSE": 0.001}
+    settings.PROGRESS = {**settings.PROGRESS, "JOBS_PER_USER": 2, "JOBS_PER_KIND": 3}
+    settings.LIMITS = {**settings.LIMITS, "PAUSE": 0.001}
     counters.forget_known()
 
 
@@ -117,29 +117,28 @@ def test_many_processes_racing_for_three_slots_get_exactly_three(
     assert len(slots.holders("race", 3)) == 3
 
 
-# -- report starts ---------------------------------------------------------------------------
+# -- job starts ---------------------------------------------------------------------------
 
 
 def _params() -> dict:
-    return {"date_from": "2024-01-01", "date_to": "2025-12-31"}
+    return {"steps": 7}
 
 
-RETURN_RATES = {"date_from": "2024-01-01", "date_to": "2025-12-31", "min_units": 1}
+START = {"steps": 7}
 JSON = {"HTTP_ACCEPT": "application/json"}
 
 
 def test_a_user_over_the_limit_is_refused_with_when_to_try_again(alice):
-    report = get_report("sales-by-region")
-    first = start_job(user=alice, job_type=report, params=_params())
-    start_job(user=alice, job_type=report, params=_params())
+    first = start_job(user=alice, job_type=count, params=_params())
+    start_job(user=alice, job_type=count, params=_params())
     record = store.read(first.id)
     record.eta_seconds = 12.3
     store.write(record)
     with pytest.raises(StartRefused) as refused:
-        start_job(user=alice, job_type=report, params=_params())
-    assert refused.value.reason == "reports-user"
+        start_job(user=alice, job_type=count, params=_params())
+    assert refused.value.reason == "jobs-user"
     assert refused.value.retry_after == 13  # the soonest ETA of the jobs in the way
-    assert "You already have 2 reports" in refused.value.message
+    assert "You already have 2 counts" in refused.value.message
     assert Job.objects.count() == 2  # nothing recorded for the refused start
 
 
@@ -153,7 +152,6 @@ def test_a_racer_taking_the_chosen_slot_leaves_nothing_of_the_start_behind(
     from tests.harness import keyspace
     from webfarm.progress.launching import admission as launch
 
-    report = get_report("sales-by-region")
     looks = []
     real_look = launch.look
 
@@ -169,54 +167,51 @@ def test_a_racer_taking_the_chosen_slot_leaves_nothing_of_the_start_behind(
     monkeypatch.setattr(launch, "look", look_then_race)
     monkeypatch.setattr(launch, "new_job_id", lambda: "R" * 22)
     with pytest.raises(StartRefused) as refused:
-        start_job(user=alice, job_type=report, params=_params())
-    assert refused.value.reason == "reports-user" and len(looks) == 2  # looked again, then refused
+        start_job(user=alice, job_type=count, params=_params())
+    assert refused.value.reason == "jobs-user" and len(looks) == 2  # looked again, then refused
     assert not Job.objects.filter(pk="R" * 22).exists()
     assert store.read("R" * 22) is None
     assert not keyspace.items(memcached_server, f"{progress_on_real_memcached}:pub:{'R' * 22}")
-    assert slots.holders(f"reports-user:{alice.pk}", 2) == ["racer", "racer"]
-    assert slots.holders("reports-kind:sales-by-region", 3) == []  # the kind slot it took was given back
+    assert slots.holders(f"jobs-user:{alice.pk}", 2) == ["racer", "racer"]
+    assert slots.holders("jobs-kind:count", 3) == []  # the kind slot it took was given back
 
 
 def test_a_start_that_loses_every_race_is_refused_by_the_limit_in_its_way(alice, monkeypatch):
     """Racers take alice's last free slot just before each of this start's
     tries: the refusal names her limit (the one the racers met), not the
-    report type's, which has room to spare (a flood once said "already being
+    job type's, which has room to spare (a flood once said "already being
     run 50 times" to a user at her own limit)."""
     from webfarm.progress.launching import admission as launch
 
-    report = get_report("sales-by-region")
-    start_job(user=alice, job_type=report, params=_params())  # one of her 2 slots held
+    start_job(user=alice, job_type=count, params=_params())  # one of her 2 slots held
 
     def lose_the_race(**kwargs):
         raise SlotsTaken("a racer took the slot first")
 
     monkeypatch.setattr(launch.services, "create_job", lose_the_race)
     with pytest.raises(StartRefused) as refused:
-        start_job(user=alice, job_type=report, params=_params())
-    assert refused.value.reason == "reports-user", refused.value.message
+        start_job(user=alice, job_type=count, params=_params())
+    assert refused.value.reason == "jobs-user", refused.value.message
     assert "You already have" in refused.value.message
 
 
-def test_a_report_type_over_its_farm_limit_is_refused(alice):
-    report = get_report("top-customers")
+def test_a_job_type_over_its_farm_limit_is_refused(alice):
     users = [get_user_model().objects.create_user(f"u{i}", password="x") for i in range(4)]
     for user in users[:3]:
-        start_job(user=user, job_type=report, params={**_params(), "top": 5, "region": ""})
+        start_job(user=user, job_type=count, params=_params())
     with pytest.raises(StartRefused) as refused:
-        start_job(user=users[3], job_type=report, params={**_params(), "top": 5, "region": ""})
-    assert refused.value.reason == "reports-kind" and "3 times" in refused.value.message
+        start_job(user=users[3], job_type=count, params=_params())
+    assert refused.value.reason == "jobs-kind" and "3 times" in refused.value.message
 
 
 def test_slots_come_back_when_jobs_end_however_they_end(alice):
-    report = get_report("sales-by-region")
-    cancelled = start_job(user=alice, job_type=report, params=_params())
+    cancelled = start_job(user=alice, job_type=count, params=_params())
     progress_services.cancel_job(job=cancelled)  # queued: ends at once
-    finished = start_job(user=alice, job_type=report, params=_params())
+    finished = start_job(user=alice, job_type=count, params=_params())
     with progress_services.track_job(finished.id):
         pass
-    assert slots.holders(f"reports-user:{alice.pk}", 2) == []
-    assert slots.holders("reports-kind:sales-by-region", 3) == []
+    assert slots.holders(f"jobs-user:{alice.pk}", 2) == []
+    assert slots.holders("jobs-kind:count", 3) == []
 
 
 def test_refused_starts_answer_503_json_or_the_form_again_and_are_counted_and_logged(
@@ -228,33 +223,31 @@ def test_refused_starts_answer_503_json_or_the_form_again_and_are_counted_and_lo
     client = Client()
     client.force_login(alice)
     for _ in range(2):
-        assert client.post("/reports/return-rates/", RETURN_RATES).status_code == 302
-    ajax = client.post("/reports/return-rates/", RETURN_RATES, HTTP_ACCEPT="application/json")
+        assert client.post("/start/count/", START).status_code == 302
+    ajax = client.post("/start/count/", START, HTTP_ACCEPT="application/json")
     assert ajax.status_code == 503 and int(ajax["Retry-After"]) >= 1
-    assert "You already have 2 reports" in ajax.json()["error"]
-    page = client.post("/reports/return-rates/", RETURN_RATES)
+    assert "You already have 2 counts" in ajax.json()["error"]
+    page = client.post("/start/count/", START)
     assert page.status_code == 503 and page["Retry-After"]
     html = page.content.decode()
-    assert (
-        "You already have 2 reports" in html and 'data-retry-after="' in html and 'value="2024-01-01"' in html
-    )
+    assert "You already have 2 counts" in html and 'data-retry-after="' in html and 'value="7"' in html
     # A flood is logged as a line a second per reason, saying how many it stands for.
     time.sleep(0.5)
-    assert client.post("/reports/return-rates/", RETURN_RATES, **JSON).status_code == 503
+    assert client.post("/start/count/", START, **JSON).status_code == 503
     refused = [r for r in caplog.records if r.name == "activity" and getattr(r, "event", "") == "refused"]
     assert [(r.reason, r.status, r.also_refused) for r in refused] == [
-        ("reports-user", 503, 0),
-        ("reports-user", 503, 1),
+        ("jobs-user", 503, 0),
+        ("jobs-user", 503, 1),
     ]
     counters.flush_soon()  # refusals are tallied in the process, sent once a second
-    assert int(get_client().get("c:refused|reason=reports-user")) == 3
+    assert int(get_client().get("c:refused|reason=jobs-user")) == 3
 
 
 def test_with_memcached_down_a_start_is_refused_clearly(alice, settings):
     settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [f"127.0.0.1:{free_port()}"]}
     client = Client()
     client.force_login(alice)
-    response = client.post("/reports/return-rates/", RETURN_RATES, HTTP_ACCEPT="application/json")
+    response = client.post("/start/count/", START, HTTP_ACCEPT="application/json")
     assert response.status_code == 503 and "unavailable" in response.json()["error"]
     assert not Job.objects.exists()
 
@@ -262,75 +255,66 @@ def test_with_memcached_down_a_start_is_refused_clearly(alice, settings):
 # -- any view -------------------------------------------------------------------------------
 
 
-def _finished_job_with_file(user, name: str, size: int) -> tuple:
-    """A succeeded job of `user` with a result file of `size` bytes, and a
-    client logged in as them."""
-    job = start_job(user=user, job_type=get_report("return-rates"), params=RETURN_RATES)
-    with progress_services.track_job(job.id):
-        pass
-    results.save_bytes(job, name, "text/csv", b"x" * size)
+def _client_of(user) -> Client:
     client = Client()
     client.force_login(user)
-    return job, client
+    return client
 
 
 def test_downloads_are_limited_per_user_while_they_stream(alice, settings):
     settings.LIMITS = {**settings.LIMITS, "DOWNLOADS_PER_USER": 1}
-    job, client = _finished_job_with_file(alice, "big.csv", 3_000_000)
-    first = client.get(f"/jobs/{job.id}/files/big.csv")
+    client = _client_of(alice)
+    first = client.get("/download/3000000/")
     assert first.status_code == 200
     chunks = iter(first.streaming_content)
     next(chunks, None)  # streaming: the slot is held
-    second = client.get(f"/jobs/{job.id}/files/big.csv", HTTP_ACCEPT="application/json")
+    second = client.get("/download/3000000/", HTTP_ACCEPT="application/json")
     assert (
         second.status_code == 503 and second["Retry-After"] and "Too many downloads" in second.json()["error"]
     )
-    page = client.get(f"/jobs/{job.id}/files/big.csv")  # a browser: a page that counts down
+    page = client.get("/download/3000000/")  # a browser: a page that counts down
     assert page.status_code == 503 and b"Busy right now" in page.content
     assert b"data-retry-after" in page.content
     first.close()  # the last byte sent (or the client gone): the slot is free
-    assert client.get(f"/jobs/{job.id}/files/big.csv").status_code == 200
+    assert client.get("/download/3000000/").status_code == 200
 
 
 def test_a_download_closed_before_its_first_chunk_frees_its_slot(alice, settings):
     """The client went away at once: closing the response gives the slot back."""
     settings.LIMITS = {**settings.LIMITS, "DOWNLOADS_PER_USER": 1}
-    job, client = _finished_job_with_file(alice, "gone.csv", 100_000)
-    first = client.get(f"/jobs/{job.id}/files/gone.csv")
-    assert client.get(f"/jobs/{job.id}/files/gone.csv").status_code == 503  # held while open
+    client = _client_of(alice)
+    first = client.get("/download/100000/")
+    assert client.get("/download/100000/").status_code == 503  # held while open
     first.close()  # not one chunk read
-    assert client.get(f"/jobs/{job.id}/files/gone.csv").status_code == 200
+    assert client.get("/download/100000/").status_code == 200
 
 
 def test_a_flood_of_refusals_stops_asking_memcached_and_a_freed_slot_is_taken_soon(alice, settings):
     from tests.harness.roundtrips import counting, measure
     from webfarm.progress.launching.admission import FLOOD_WINDOW
 
-    report = get_report("return-rates")  # its farm-wide limit is 3 here
     bob = get_user_model().objects.create_user("bob", password="x")
-    held = [
-        start_job(user=user, job_type=report, params={**_params(), "min_units": 1}) for user in (bob, bob)
-    ]
-    held.append(start_job(user=alice, job_type=report, params={**_params(), "min_units": 1}))
+    held = [start_job(user=user, job_type=count, params=_params()) for user in (bob, bob)]
+    held.append(start_job(user=alice, job_type=count, params=_params()))
     carol = get_user_model().objects.create_user("carol", password="x")
     client = Client()
     client.force_login(carol)
     client.cookies["csrftoken"] = "c" * 32
 
     def start():
-        return client.post("/reports/return-rates/", RETURN_RATES, **JSON, HTTP_X_CSRFTOKEN="c" * 32)
+        return client.post("/start/count/", START, **JSON, HTTP_X_CSRFTOKEN="c" * 32)
 
     with counting(settings):
         looked = [measure(start) for _ in range(2)]  # the second refusal within the window: a flood
         flooded = measure(start)
-        page = client.post("/reports/return-rates/", RETURN_RATES, HTTP_X_CSRFTOKEN="c" * 32)
+        page = client.post("/start/count/", START, HTTP_X_CSRFTOKEN="c" * 32)
     assert {c.result.status_code for c in [*looked, flooded]} == {503}
     # The session, the user and the look; in the flood the session alone (the user is not read).
     # (A connect is the pool growing while a background thread holds a connection: not the request's.)
     assert looked[1].round_trips - looked[1].connects == 3
     assert flooded.round_trips - flooded.connects == 1 and flooded.queries == 0
     assert "already being run 3 times" in flooded.result.json()["error"]
-    assert page.status_code == 503 and b'value="2024-01-01"' in page.content  # browsers: the form again
+    assert page.status_code == 503 and b'value="7"' in page.content  # browsers: the form again
     progress_services.cancel_job(job=held[0])  # a slot comes free
     accepted = wait_for(lambda: start().status_code == 202, timeout=FLOOD_WINDOW + 2, what="the freed slot")
     assert accepted
@@ -339,14 +323,13 @@ def test_a_flood_of_refusals_stops_asking_memcached_and_a_freed_slot_is_taken_so
 def test_a_user_who_cancels_and_starts_again_at_once_is_never_refused_by_memory(alice):
     """A flood against a user's own limit is looked at every time: the
     user's next start after a cancel goes through at once."""
-    report = get_report("return-rates")
-    jobs = [start_job(user=alice, job_type=report, params={**_params(), "min_units": 1}) for _ in range(2)]
+    jobs = [start_job(user=alice, job_type=count, params=_params()) for _ in range(2)]
     client = Client()
     client.force_login(alice)
     for _ in range(5):
-        assert client.post("/reports/return-rates/", RETURN_RATES, **JSON).status_code == 503
+        assert client.post("/start/count/", START, **JSON).status_code == 503
     progress_services.cancel_job(job=jobs[0])
-    assert client.post("/reports/return-rates/", RETURN_RATES, **JSON).status_code == 202
+    assert client.post("/start/count/", START, **JSON).status_code == 202
 
 
 @pytest.fixture
@@ -370,9 +353,9 @@ def test_a_full_memcached_refusing_the_record_leaves_no_slot_taken(alice, small_
     # Every class a record or its public document could use, full.
     full.fill_sizes(small_full_memcached, range(250, 8000, 50))
     with pytest.raises(ProgressUnavailable):
-        start_job(user=alice, job_type=get_report("sales-by-region"), params=_params())
-    assert slots.holders(f"reports-user:{alice.pk}", 2) == []
-    assert slots.holders("reports-kind:sales-by-region", 3) == []
+        start_job(user=alice, job_type=count, params=_params())
+    assert slots.holders(f"jobs-user:{alice.pk}", 2) == []
+    assert slots.holders("jobs-kind:count", 3) == []
     assert not Job.objects.exists()
 
 

@@ -1,7 +1,6 @@
 """A farm-wide lock (the site-log drainer's, the vote flusher's): held while
 its holder renews it, freed within one lifetime when the holder is killed."""
 
-import os
 import signal
 import subprocess
 import sys
@@ -10,6 +9,7 @@ import time
 import pytest
 
 from tests.harness.processes import ROOT, wait_for
+from tests.harness.suites import library_env
 from webfarm.core.locks import Busy, lock
 
 # memcached counts lifetimes in whole seconds: a key stored for 3 s may lapse
@@ -38,12 +38,7 @@ def _try() -> bool:
 def test_a_lock_is_held_while_renewed_and_freed_soon_after_its_holder_is_killed(
     settings, progress_on_real_memcached
 ):
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "demofarm.settings",
-        "MEMCACHED_SERVERS": ",".join(settings.MEMCACHED["SERVERS"]),
-        "MEMCACHED_NAMESPACE": progress_on_real_memcached,
-    }
+    env = library_env(",".join(settings.MEMCACHED["SERVERS"]), progress_on_real_memcached)
     with subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(TTL)], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True
     ) as holder:

@@ -31,7 +31,7 @@ from webfarm.progress import services, store
 pytestmark = pytest.mark.django_db(transaction=True)
 
 JSON = {"HTTP_ACCEPT": "application/json"}
-START = {"date_from": "2024-01-01", "date_to": "2025-12-31", "min_units": 1}
+START = {"steps": 7}
 JOBS = 16
 PHASES = ("before", "follow", "lead", "walked", "new")
 TIMED = bool(os.environ.get("POOL_COST_TIMED"))
@@ -54,7 +54,7 @@ def pool_of_two(settings, three_memcached, memcached_broker, monkeypatch) -> Ite
         "POOL_REFRESH": 3600,
         "POOL_STALE": 3600,
     }
-    settings.LIMITS = {**settings.LIMITS, "REPORTS_PER_KIND": 1000, "REPORTS_PER_USER": 1000}
+    settings.PROGRESS = {**settings.PROGRESS, "JOBS_PER_KIND": 1000, "JOBS_PER_USER": 1000}
     with counting(settings):
         yield three_memcached
     # The follower ends before the test's database is emptied.
@@ -92,7 +92,7 @@ def _mean_trips(calls: list[Callable[[], object]], ok: Callable[[object], bool])
 
 
 def start(client: Client) -> object:
-    return client.post("/reports/return-rates/", START, **JSON, HTTP_X_CSRFTOKEN="c" * 32)
+    return client.post("/start/count/", START, **JSON, HTTP_X_CSRFTOKEN="c" * 32)
 
 
 def _timed(call: Callable[[], object], seconds: float = 1.5) -> float:

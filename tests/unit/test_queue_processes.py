@@ -10,19 +10,14 @@ from collections import Counter
 
 from tests.harness import processes
 from tests.harness.processes import ROOT, wait_for
+from tests.harness.suites import library_env
 from webfarm.core.client import server_client
 from webfarm.queues.exceptions import QueueFull
 from webfarm.queues.queue import Queue
 
 
-def _env(memcached: str, namespace: str, **extra: str) -> dict:
-    return {
-        **os.environ,
-        "MEMCACHED_SERVERS": memcached,
-        "MEMCACHED_NAMESPACE": namespace,
-        "DJANGO_SETTINGS_MODULE": "demofarm.settings",
-        **extra,
-    }
+def _env(memcached: str, namespace: str, visibility: int) -> dict:
+    return library_env(memcached, namespace, QUEUES={"VISIBILITY_TIMEOUT": visibility})
 
 
 def _worker(env: dict, *args: str, **kwargs) -> subprocess.Popen:
@@ -34,7 +29,7 @@ def _worker(env: dict, *args: str, **kwargs) -> subprocess.Popen:
 def test_many_producers_and_consumers_deliver_every_message_exactly_once(
     memcached_server, progress_on_real_memcached, tmp_path
 ):
-    env = _env(memcached_server, progress_on_real_memcached, QUEUES_VISIBILITY_TIMEOUT="60")
+    env = _env(memcached_server, progress_on_real_memcached, visibility=60)
     producers, per_producer = 4, 6000
     consumers = [
         _worker(env, "consume", "--queue", "stress", "--out", str(tmp_path / f"c{n}.txt"), "--seed", str(n))
@@ -77,7 +72,7 @@ def test_messages_held_by_a_killed_consumer_are_redelivered(
     settings.QUEUES = {**settings.QUEUES, "RECOVER_INTERVAL": 0.0}
     queue = Queue("killed")
     queue.put_many([str(i).encode() for i in range(10)])
-    env = _env(memcached_server, progress_on_real_memcached, QUEUES_VISIBILITY_TIMEOUT="2")
+    env = _env(memcached_server, progress_on_real_memcached, visibility=2)
     holder = _worker(env, "hold", "--queue", "killed", "--count", "6", stdout=subprocess.PIPE, text=True)
     held = holder.stdout.readline().split()
     assert held == [str(i) for i in range(6)]

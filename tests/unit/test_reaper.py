@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from django.contrib.auth import get_user_model
 
-from demofarm.reports.registry import get_report
 from tests.harness.processes import free_port, wait_for
+from tests.project.shop.jobs import count, count_part
 from webfarm.core import slots
 from webfarm.core.client import get_client
 from webfarm.progress import liveness, selectors, services, store
@@ -24,7 +24,7 @@ from webfarm.progress.reporter import ProgressReporter
 
 pytestmark = pytest.mark.django_db
 
-PARAMS = {"date_from": "2024-01-01", "date_to": "2025-12-31"}
+PARAMS = {"steps": 9}
 
 
 @pytest.fixture(autouse=True)
@@ -37,10 +37,9 @@ def alice():
     return get_user_model().objects.create_user("alice", password="x")
 
 
-def _running(user, kind: str = "return-rates", *, silent_for: float = 10.0) -> Job:
+def _running(user, *, silent_for: float = 10.0) -> Job:
     """A started job whose worker has been silent for `silent_for` seconds."""
-    params = {**PARAMS, "top": 5, "region": ""} if kind == "top-customers" else PARAMS
-    job = start_job(user=user, job_type=get_report(kind), params=params)
+    job = start_job(user=user, job_type=count, params=PARAMS)
     record = services.begin_job(job.id)
     record.percent = 40.0
     record.heartbeat_at = record.updated_at = time.time() - silent_for
@@ -63,7 +62,7 @@ def test_a_silent_job_is_lost_and_run_again_once_in_its_own_slots(alice, django_
     public = store.read(job.id).public()
     assert public["state"] == "lost" and public["retried_as"] == again.id and public["final"]
     # The retry holds the slots the lost job held; nobody could take them in between.
-    assert slots.holders(f"reports-user:{alice.pk}", 2) == [again.id]
+    assert slots.holders(f"jobs-user:{alice.pk}", 2) == [again.id]
     assert reap_lost_jobs() == []  # nothing twice
 
 
@@ -77,12 +76,12 @@ def test_a_retry_that_is_lost_too_stays_lost(alice):
     Job.objects.filter(pk=again.id).update(started_at=datetime.now(UTC) - timedelta(seconds=10))
     assert reap_lost_jobs() == [again.id]
     assert not Job.objects.filter(retry_of=again.id).exists()
-    assert slots.holders(f"reports-user:{alice.pk}", 2) == []  # released: no one takes over
+    assert slots.holders(f"jobs-user:{alice.pk}", 2) == []  # released: no one takes over
 
 
-def test_report_types_that_must_not_run_twice_are_not_retried(alice, monkeypatch):
-    monkeypatch.setattr(type(get_report("top-customers")), "retry_on_lost", False)
-    job = _running(alice, "top-customers")
+def test_job_types_that_must_not_run_twice_are_not_retried(alice, monkeypatch):
+    monkeypatch.setattr(type(count), "retry_on_lost", False)
+    job = _running(alice)
     assert reap_lost_jobs() == [job.id]
     assert not Job.objects.filter(retry_of=job.id).exists()
     assert "run again" not in Job.objects.get(pk=job.id).error
@@ -137,7 +136,7 @@ def test_a_missing_record_gets_one_silence_of_grace(alice):
 
 def _queued(user, *, age: float, sent: bool = True, sends: int = 1) -> Job:
     """A queued job created `age` seconds ago, its task sent (or not)."""
-    job = start_job(user=user, job_type=get_report("sales-by-region"), params=PARAMS)
+    job = start_job(user=user, job_type=count_part, params=PARAMS)
     then = datetime.now(UTC) - timedelta(seconds=age)
     Job.objects.filter(pk=job.id).update(
         created_at=then, sent_at=then if sent else None, sends=sends if sent else 0
@@ -183,7 +182,7 @@ def test_a_job_still_queued_long_after_its_task_was_sent_twice_is_lost(alice, se
     public = store.read(job.id).public()
     assert public["state"] == "lost" and "never started" in public["error"] and public["final"]
     assert public["message"] == "the job queue lost it"  # not a worker that stopped: none started it
-    assert slots.holders(f"reports-user:{alice.pk}", 2) == []  # its slots are free again
+    assert slots.holders(f"jobs-user:{alice.pk}", 2) == []  # its slots are free again
     assert reap_lost_jobs() == []
 
 
@@ -200,12 +199,12 @@ def test_a_task_sent_twice_starts_its_job_once(alice):
 def test_a_split_job_whose_part_is_lost_twice_runs_again_as_a_new_job(
     alice, django_capture_on_commit_callbacks
 ):
-    """Reports allow a retry when lost (retry_on_lost): a split job lost
+    """A job type that allows a retry when lost (retry_on_lost): a split job lost
     because one of its parts was lost twice gets it too, as a whole job does."""
     from webfarm.progress.models import JobPart
     from webfarm.progress.parts.running import begin_part
 
-    job = start_job(user=alice, job_type=get_report("sales-by-region"), params=PARAMS)
+    job = start_job(user=alice, job_type=count_part, params=PARAMS)
     assert job.part_count >= 1
     begin_part(job, 0, worker="w1@a")
     long_ago = datetime.now(UTC) - timedelta(seconds=60)
@@ -219,7 +218,7 @@ def test_a_split_job_whose_part_is_lost_twice_runs_again_as_a_new_job(
     assert "run again automatically" in lost.error
     assert (again.state, again.part_count, again.attempt) == ("queued", job.part_count, 2)
     assert len(sent) == 1
-    assert slots.holders(f"reports-user:{alice.pk}", 2) == [again.id]
+    assert slots.holders(f"jobs-user:{alice.pk}", 2) == [again.id]
 
 
 def test_an_end_memcached_missed_is_written_there_once_it_answers(alice, settings, monkeypatch):
@@ -328,7 +327,7 @@ def test_a_silent_part_whose_process_lives_is_waited_for(alice, child):
     from webfarm.progress.models import JobPart
     from webfarm.progress.parts.running import begin_part
 
-    job = start_job(user=alice, job_type=get_report("sales-by-region"), params=PARAMS)
+    job = start_job(user=alice, job_type=count_part, params=PARAMS)
     begin_part(job, 0, worker=f"celery@box#{child.pid}")
     long_ago = datetime.now(UTC) - timedelta(seconds=60)
     Job.objects.filter(pk=job.id).update(started_at=long_ago)

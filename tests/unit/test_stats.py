@@ -1,6 +1,5 @@
 """Farm-wide counters: cheap increments, lossless harvesting, the endpoints."""
 
-import os
 import subprocess
 import sys
 
@@ -9,6 +8,7 @@ from django.db.models import Sum
 from django.test import Client
 
 from tests.harness.processes import ROOT, free_port
+from tests.harness.suites import library_env
 from webfarm.core import counters
 from webfarm.core.client import get_client
 from webfarm.stats.harvest import harvest
@@ -75,13 +75,7 @@ def test_a_memcached_restart_counts_what_came_after_it():
 def test_concurrent_incrementers_and_two_harvesters_lose_and_double_nothing(
     memcached_server, progress_on_real_memcached, tmp_path
 ):
-    env = {
-        **os.environ,
-        "MEMCACHED_SERVERS": memcached_server,
-        "MEMCACHED_NAMESPACE": progress_on_real_memcached,
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'stats.sqlite3'}",
-        "DJANGO_SETTINGS_MODULE": "demofarm.settings",
-    }
+    env = library_env(memcached_server, progress_on_real_memcached, database=tmp_path / "stats.sqlite3")
     subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
 
     def spawn(*args: str) -> subprocess.Popen:

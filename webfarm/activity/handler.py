@@ -100,11 +100,21 @@ class SiteLogHandler(logging.Handler):
         if not isinstance(queue_name, str):
             raise TypeError(f"SiteLogHandler's queue_name is a queue's name, not {type(queue_name).__name__}")
         super().__init__(level)
+        self.queue_name = queue_name
+        self._start_shipper()
+
+    def _start_shipper(self) -> None:
         self.buffer: queue.Queue[Any] = queue.Queue(BUFFER)
-        self.shipper = Shipper(self.buffer, queue_name)
+        self.shipper = Shipper(self.buffer, self.queue_name)
         self.shipper.start()
 
     def emit(self, record: logging.LogRecord) -> None:
+        # A shipper that is gone is started again, as a FileHandler opens its
+        # file again: logging configured again closes every handler (a second
+        # django.setup()), and a forked child (a Celery pool process) has no
+        # thread of its parent's. Handler.handle() holds self.lock here.
+        if not self.shipper.is_alive():
+            self._start_shipper()
         try:
             # Formatted here, in the caller's thread: the arguments may change
             # once it returns, and a traceback is only at hand now.
@@ -120,7 +130,7 @@ class SiteLogHandler(logging.Handler):
     def flush(self, timeout: float = 5.0) -> None:
         """Wait until what is buffered has been shipped (tests, shutdown)."""
         deadline = time.monotonic() + timeout
-        while self.buffer.unfinished_tasks and time.monotonic() < deadline:
+        while self.buffer.unfinished_tasks and self.shipper.is_alive() and time.monotonic() < deadline:
             time.sleep(0.01)
 
     def close(self) -> None:

@@ -8,7 +8,7 @@
 A declaration is the one source of a setting: its default, its type (the
 default's), its environment variable (`QUEUES_VISIBILITY_TIMEOUT`, read by
 the demo site's env_app) and its line in docs/configuration.md (written by
-`python -m demofarm.configdoc`, held to it by tests/unit/test_configuration.py).
+`python -m demofarm.configdoc`, held to it by tests/demo/test_configuration.py).
 
 An app's settings are its defaults overlaid by the dict of that name in
 Django's settings, merged once (hot paths read them per call) and merged

@@ -5,8 +5,6 @@ from webfarm.core.appsettings import AppSettings, Setting
 get_config = AppSettings(
     "LIMITS",
     [
-        Setting("REPORTS_PER_USER", 2, "report jobs queued or running at once, farm-wide, per user"),
-        Setting("REPORTS_PER_KIND", 4, "report jobs queued or running at once, farm-wide, per report type"),
         Setting("DOWNLOADS", 16, "downloads streaming at once, farm-wide"),
         Setting("DOWNLOADS_PER_USER", 2, "downloads streaming at once, per user"),
         Setting("VOTES", 64, "vote requests handled at once, farm-wide"),

@@ -12,6 +12,7 @@ import unicodedata
 
 from django.contrib.auth.forms import PasswordResetForm
 from django.contrib.auth.views import PasswordResetView
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 
 from webfarm.core.http import client_address
@@ -42,8 +43,9 @@ class ThrottledPasswordResetView(PasswordResetView):
             return super().form_valid(form)
         message = f"Too many password resets asked for. Try again in {max(1, wait // 60)} minutes."
         note_refusal(self.request, "password_resets", message, wait, status=429)
-        response = self.render_to_response(
-            self.get_context_data(form=self.get_form_class()(), throttled=message), status=429
-        )
+        # On the address's field, where every reset template (the admin's
+        # too) shows its errors: the refusal says why, on any project's page.
+        form.add_error("email", ValidationError(message, code="throttled"))
+        response = self.render_to_response(self.get_context_data(form=form), status=429)
         response["Retry-After"] = str(wait)
         return response

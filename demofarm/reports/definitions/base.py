@@ -16,7 +16,6 @@ from django.db.models import Max, Min
 from demofarm.reports import results
 from demofarm.reports.conf import get_config
 from demofarm.reports.models import Order, OrderLine
-from webfarm.limits.conf import get_config as get_limits
 from webfarm.progress.api import (
     Job,
     JobFailed,
@@ -63,10 +62,8 @@ class Report(JobType):
         return int(get_config()["TIME_LIMITS"].get(self.name, self.time_limit))
 
     def limits(self, user: AbstractBaseUser) -> SlotLimits:
-        config = get_limits()
-        return SlotLimits(
-            group="reports", per_user=config["REPORTS_PER_USER"], per_kind=config["REPORTS_PER_KIND"]
-        )
+        config = get_config()
+        return SlotLimits(group="reports", per_user=config["PER_USER"], per_kind=config["PER_KIND"])
 
     def params_from_form(self, cleaned: dict[str, Any]) -> dict[str, Any]:
         """Form data -> JSON-safe job parameters."""

@@ -131,7 +131,7 @@ def test_report_types_come_from_the_setting(settings):
     assert list(all_reports()) == ["sales-by-region", "top-customers", "return-rates"]
     settings.REPORTS = {
         **settings.REPORTS,
-        "TYPES": [*get_config()["TYPES"], "tests.unit.test_reports._Extra"],
+        "TYPES": [*get_config()["TYPES"], "tests.demo.test_reports._Extra"],
     }
     assert isinstance(get_report("extra"), _Extra)
     settings.REPORTS = {**settings.REPORTS, "TYPES": ["demofarm.reports.models.Order"]}
