@@ -35,7 +35,7 @@ def main(count: int, out: Path) -> None:
         services.create_job(owner=user, kind="sales-by-region", title=f"bench {n}", params={})
         for n in range(count)
     ]
-    reporters = [ProgressReporter(services.begin_job(job.id), heartbeat_interval=3600) for job in jobs]
+    reporters = [ProgressReporter(services.begin_job(job), heartbeat_interval=3600) for job in jobs]
     client = Client()
     client.force_login(user)
     out.write_text(

@@ -24,11 +24,11 @@ def alice_client():
 def test_my_jobs_shows_live_and_ended_jobs_without_polling_ended_ones(alice_client):
     alice, client = alice_client
     running = services.create_job(owner=alice, kind="demo", title="Running one", params={})
-    record = services.begin_job(running.id)
+    record = services.begin_job(running)
     record.percent, record.stage = 42.0, "reading orders"
     store.write(record)
     done = services.create_job(owner=alice, kind="demo", title="Finished one", params={})
-    with services.track_job(done.id):
+    with services.track_job(done):
         pass
 
     page = client.get("/jobs/").content.decode()
@@ -82,7 +82,7 @@ def test_an_ended_job_starts_again_with_the_same_settings(alice_client):
     alice, client = alice_client
     params = {"date_from": "2024-01-01", "date_to": "2024-06-30", "regions": ["North", "East"]}
     failed = services.create_job(owner=alice, kind="sales-by-region", title="t", params=params)
-    with services.track_job(failed.id):  # ends it as failed, with the reason
+    with services.track_job(failed):  # ends it as failed, with the reason
         raise JobFailed("The database went away.")
     page = client.get(f"/jobs/{failed.id}/").content.decode()
     assert "Start it again with the same settings" in page and 'class="again" data-again-for' in page
@@ -105,9 +105,9 @@ def test_an_ended_job_starts_again_with_the_same_settings(alice_client):
 def test_my_jobs_filters_by_state_and_lists_its_jobs_as_json_for_the_page_to_poll(alice_client):
     alice, client = alice_client
     running = services.create_job(owner=alice, kind="demo", title="Running one", params={})
-    services.begin_job(running.id)
+    services.begin_job(running)
     done = services.create_job(owner=alice, kind="demo", title="Finished one", params={})
-    with services.track_job(done.id):
+    with services.track_job(done):
         pass
     cancelled = services.create_job(owner=alice, kind="demo", title="Cancelled one", params={})
     services.cancel_job(job=cancelled)

@@ -33,7 +33,7 @@ def counted(settings, monkeypatch):
 @pytest.fixture
 def running_job(alice):
     job = services.create_job(owner=alice, kind="demo", title="Demo", params={})
-    record = services.begin_job(job.id)
+    record = services.begin_job(job)
     record.current, record.total, record.percent, record.stage = 12, 100, 12.0, "reading orders"
     store.write(record)
     return job
@@ -76,7 +76,7 @@ def split_job(alice):
     """A job in the most parts a job may have, every part running."""
     parts = [PartSpec(size=1000) for _ in range(MAX_PARTS)]
     job = services.create_job(owner=alice, kind="demo", title="Split", params={}, parts=parts)
-    record = services.begin_job(job.id)
+    record = services.begin_job(job)
     reporters = [
         PartReporter(record, index=n, attempt=1, worker=f"celery@worker{n % 8}", share=0.85, flush_interval=0)
         for n in range(MAX_PARTS)

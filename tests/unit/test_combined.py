@@ -106,7 +106,7 @@ def split_job(transactional_db):
         params={},
         parts=[PartSpec(size=n + 1) for n in range(PARTS)],
     )
-    return job, services.begin_job(job.id)
+    return job, services.begin_job(job)
 
 
 def test_parts_writing_at_once_lose_no_update_and_cost_two_round_trips_each(split_job, settings):

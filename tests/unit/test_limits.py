@@ -208,7 +208,7 @@ def test_slots_come_back_when_jobs_end_however_they_end(alice):
     cancelled = start_job(user=alice, job_type=count, params=_params())
     progress_services.cancel_job(job=cancelled)  # queued: ends at once
     finished = start_job(user=alice, job_type=count, params=_params())
-    with progress_services.track_job(finished.id):
+    with progress_services.track_job(finished):
         pass
     assert slots.holders(f"jobs-user:{alice.pk}", 2) == []
     assert slots.holders("jobs-kind:count", 3) == []

@@ -153,7 +153,7 @@ def test_a_job_whose_start_memcached_refused_runs_on_and_shows_it(db, monkeypatc
     owner = get_user_model().objects.create_user("whole")
     job = services.create_job(owner=owner, kind="top-customers", title="whole", params={})
     _refused(monkeypatch)
-    record = services.begin_job(job.id)  # runs without live progress
+    record = services.begin_job(job)  # runs without live progress
     assert store.read(job.id).state == "queued"
     reporter = ProgressReporter(record, flush_interval=0)
     reporter.stage("work", total=10)

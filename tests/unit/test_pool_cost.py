@@ -112,7 +112,7 @@ def test_a_change_adds_at_most_a_round_trip_to_a_poll_or_a_start(pool_of_two, se
     jobs = []
     for n in range(JOBS):
         job = services.create_job(owner=alice, kind="demo", title=f"Demo {n}", params={})
-        record = services.begin_job(job.id)
+        record = services.begin_job(job)
         record.current, record.total, record.percent = 12, 100, 12.0
         store.write(record)
         jobs.append(job)

@@ -343,7 +343,7 @@ def test_a_forged_record_carried_by_a_planted_tombstone_is_refused(following, on
             break
     else:
         pytest.fail("no job's record moves")
-    record = services.begin_job(job.id)
+    record = services.begin_job(job)
     record.current, record.total, record.percent = 12, 100, 12.0
     store.write(record)
     assert viewer.get(f"/progress/{job.id}/").json()["percent"] == 12.0

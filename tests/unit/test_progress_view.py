@@ -48,7 +48,7 @@ def test_unchanged_progress_answers_304_and_changed_progress_200(alice_client, j
     etag = first["ETag"]
     again = alice_client.get(f"/progress/{job.id}/", HTTP_IF_NONE_MATCH=etag)
     assert again.status_code == 304 and again["ETag"] == etag and again["Cache-Control"] == "no-store"
-    services.begin_job(job.id)
+    services.begin_job(job)
     changed = alice_client.get(f"/progress/{job.id}/", HTTP_IF_NONE_MATCH=etag)
     assert changed.status_code == 200 and changed.json()["state"] == "running"
 
@@ -124,7 +124,7 @@ def test_the_read_token_url_answers_without_a_session_and_a_wrong_token_never(al
 def test_every_record_write_publishes_the_document_nginx_serves(alice, job):
     assert _document(job) == Client().get(f"/progress/{job.id}/{job.read_token}/").json()
     assert _document(job)["state"] == "queued"
-    record = services.begin_job(job.id)
+    record = services.begin_job(job)
     assert _document(job)["state"] == "running"
     record.message = "halfway"
     store.write(record)
@@ -135,7 +135,7 @@ def test_every_record_write_publishes_the_document_nginx_serves(alice, job):
 
 
 def test_a_late_running_write_never_replaces_the_final_document(alice, job):
-    record = services.begin_job(job.id)
+    record = services.begin_job(job)
     stale = store.JobRecord.from_bytes(record.to_bytes())
     record.state, record.finished_at = "succeeded", 1.0
     store.write(record)
@@ -145,7 +145,7 @@ def test_a_late_running_write_never_replaces_the_final_document(alice, job):
 
 
 def test_a_planted_final_document_is_refused_and_replaced_by_the_next_write(alice, job):
-    record = services.begin_job(job.id)
+    record = services.begin_job(job)
     planted = {**record.public(), "state": "succeeded", "final": True, "result_url": "javascript:alert(1)"}
     key = store.public_key(job.id, job.read_token)
     get_client().set(key, json.dumps(planted).encode())
@@ -192,7 +192,7 @@ def test_a_token_poll_serves_the_published_document_as_it_is_less_its_seal(job):
 
 def test_a_document_planted_under_the_token_key_is_refused(alice, job, caplog, monkeypatch):
     monkeypatch.setattr(tampering, "_warned", {})  # warned once a minute: this test sees its own warning
-    record = services.begin_job(job.id)
+    record = services.begin_job(job)
     record.message = "the worker's own words"
     store.write(record)
     key = store.public_key(job.id, job.read_token)
@@ -216,7 +216,7 @@ def test_a_document_planted_under_the_token_key_is_refused(alice, job, caplog, m
 
 
 def test_an_ended_job_is_answered_from_the_database_while_memcached_is_away(alice, job, settings):
-    with services.track_job(job.id):
+    with services.track_job(job):
         pass
     running = services.create_job(owner=alice, kind="demo", title="Running", params={})
     settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [f"127.0.0.1:{free_port()}"]}

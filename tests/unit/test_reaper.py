@@ -40,7 +40,7 @@ def alice():
 def _running(user, *, silent_for: float = 10.0) -> Job:
     """A started job whose worker has been silent for `silent_for` seconds."""
     job = start_job(user=user, job_type=count, params=PARAMS)
-    record = services.begin_job(job.id)
+    record = services.begin_job(job)
     record.percent = 40.0
     record.heartbeat_at = record.updated_at = time.time() - silent_for
     store.write(record)
@@ -70,7 +70,7 @@ def test_a_retry_that_is_lost_too_stays_lost(alice):
     job = _running(alice)
     reap_lost_jobs()
     again = Job.objects.get(retry_of=job.id)
-    record = services.begin_job(again.id)
+    record = services.begin_job(again)
     record.heartbeat_at = time.time() - 10
     store.write(record)
     Job.objects.filter(pk=again.id).update(started_at=datetime.now(UTC) - timedelta(seconds=10))
@@ -188,12 +188,12 @@ def test_a_job_still_queued_long_after_its_task_was_sent_twice_is_lost(alice, se
 
 def test_a_task_sent_twice_starts_its_job_once(alice):
     job = _queued(alice, age=0)
-    services.begin_job(job.id)
+    services.begin_job(job)
     with pytest.raises(JobNotRunnable, match="running"):
-        services.begin_job(job.id)  # the second delivery, while the first run is alive
+        services.begin_job(job)  # the second delivery, while the first run is alive
     get_client().delete(store.record_key(job.id))  # memcached lost the record: the row decides
     with pytest.raises(JobNotRunnable, match="running"):
-        services.begin_job(job.id)
+        services.begin_job(job)
 
 
 def test_a_split_job_whose_part_is_lost_twice_runs_again_as_a_new_job(

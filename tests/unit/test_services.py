@@ -40,7 +40,7 @@ def test_create_with_memcached_down_records_nothing(alice, settings):
 
 def test_tracked_job_ends_succeeded_with_its_result(alice):
     job = _job(alice)
-    with services.track_job(job.id) as tracker:
+    with services.track_job(job) as tracker:
         assert store.read(job.id).state == "running"
         assert Job.objects.get(pk=job.id).state == "running"
         tracker.reporter.stage("work", total=2)
@@ -55,7 +55,7 @@ def test_tracked_job_ends_succeeded_with_its_result(alice):
 
 def test_job_failed_shows_its_message(alice):
     job = _job(alice)
-    with services.track_job(job.id):
+    with services.track_job(job):
         raise JobFailed("No orders in range.")
     assert store.read(job.id).error == "No orders in range."
     assert Job.objects.get(pk=job.id).state == "failed"
@@ -63,7 +63,7 @@ def test_job_failed_shows_its_message(alice):
 
 def test_a_crash_is_failed_with_a_reference_not_a_traceback(alice):
     job = _job(alice)
-    with pytest.raises(ZeroDivisionError), services.track_job(job.id):
+    with pytest.raises(ZeroDivisionError), services.track_job(job):
         1 / 0  # noqa: B018
     record = store.read(job.id)
     assert record.state == "failed"
@@ -76,13 +76,13 @@ def test_cancelled_queued_job_never_starts(alice):
     assert record.state == "cancelled"
     assert Job.objects.get(pk=job.id).state == "cancelled"
     with pytest.raises(JobNotRunnable):
-        services.begin_job(job.id)
+        services.begin_job(job)
     assert Job.objects.get(pk=job.id).started_at is None
 
 
 def test_cancel_of_a_running_job_only_raises_the_flag(alice):
     job = _job(alice)
-    services.begin_job(job.id)
+    services.begin_job(job)
     record = services.cancel_job(job=job)
     assert record.state == "running" and record.cancel_requested
     assert store.is_cancel_requested(job.id)
@@ -97,7 +97,7 @@ def test_a_planted_cancel_flag_cancels_nothing(alice):
     for planted in (b"1", real):
         job = _job(alice)
         get_client().set(store.cancel_key(job.id), planted, expire=60)
-        record = services.begin_job(job.id)
+        record = services.begin_job(job)
         assert record.state == "running" and not record.cancel_requested
         assert not store.is_cancel_requested(job.id)
         updated = store.update(job.id, lambda r: setattr(r, "current", 3) or True)
@@ -107,17 +107,17 @@ def test_a_planted_cancel_flag_cancels_nothing(alice):
 
 def test_ended_jobs_cannot_be_cancelled_or_restarted(alice):
     job = _job(alice)
-    with services.track_job(job.id):
+    with services.track_job(job):
         pass
     job.refresh_from_db()
     assert services.cancel_job(job=job).state == "succeeded"
     with pytest.raises(JobNotRunnable):
-        services.begin_job(job.id)
+        services.begin_job(job)
 
 
 def test_progress_falls_back_to_the_database_when_the_record_is_gone(alice):
     job = _job(alice)
-    with services.track_job(job.id):
+    with services.track_job(job):
         pass
     assert get_client().delete(store.record_key(job.id))
     record = selectors.job_record(job_id=job.id, owner_id=alice.pk)
@@ -126,7 +126,7 @@ def test_progress_falls_back_to_the_database_when_the_record_is_gone(alice):
 
 def test_a_silent_running_record_defers_to_a_final_database_row(alice, settings):
     job = _job(alice)
-    services.begin_job(job.id)
+    services.begin_job(job)
     stale = store.read(job.id)
     stale.heartbeat_at = stale.updated_at = time.time() - 3600
     store.write(stale)
@@ -137,7 +137,7 @@ def test_a_silent_running_record_defers_to_a_final_database_row(alice, settings)
 
 def test_final_state_is_served_from_the_database_when_memcached_is_down(alice, settings):
     job = _job(alice)
-    with services.track_job(job.id):
+    with services.track_job(job):
         pass
     settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [f"127.0.0.1:{free_port()}"]}
     assert selectors.job_record(job_id=job.id, owner_id=alice.pk).state == "succeeded"
@@ -155,7 +155,7 @@ def test_a_heartbeat_takes_a_vanished_slot_again_only_while_its_job_runs(alice):
 
     key = "slot:beat-test:0"
     job = services.create_job(owner=alice, kind="demo", title="Demo", params={}, slots=[key])
-    record = services.begin_job(job.id)
+    record = services.begin_job(job)
     renew = services.slots_renewer(Lease(holder=job.id, ttl=30, keys=[key]))
     slot = server_client("slot:beat-test")
     slot.delete(key)  # memcached restarted under a running job

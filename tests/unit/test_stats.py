@@ -122,7 +122,7 @@ def test_jobs_logins_accounts_and_downloads_are_counted():
 
     user = get_user_model().objects.create_user("counted", password="pw-for-counting")
     job = services.create_job(owner=user, kind="top-customers", title="t", params={})
-    with services.track_job(job.id):
+    with services.track_job(job):
         pass
     client = Client()
     assert client.login(username="counted", password="pw-for-counting")

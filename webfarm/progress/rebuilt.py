@@ -68,11 +68,4 @@ def changed(job: Job, change: Callable[[JobRecord], bool]) -> JobRecord:
     memcached lost the record, to the one the row rebuilds (with the cancel
     flag memcached holds), put back unless another process put one first,
     and then that one. Raises ProgressUnavailable."""
-    record = store.update(job.id, change, read_token=job.read_token)
-    if record is not None:
-        return record
-    record = record_from_job(job)
-    record.cancel_requested = store.is_cancel_requested(job.id)
-    if change(record) and not store.create_if_missing(record):
-        return or_row(store.read(job.id), job)
-    return record
+    return store.update(job.id, change, read_token=job.read_token, missing=lambda: record_from_job(job))

@@ -153,6 +153,12 @@ class ProgressReporter:
             with self._lock:
                 self.record.metadata = saved
 
+    def stop(self) -> dict[str, Any]:
+        """The body is done: the heartbeat stops (it writes the record the
+        final write writes), and the metadata for that write."""
+        self.stop_heartbeat()
+        return self.kept_metadata()
+
     def kept_metadata(self) -> dict[str, Any]:
         """The metadata for the final write: as the body left it if it can be
         kept, else as last saved."""

@@ -123,20 +123,17 @@ def fail_to_queue(*, job: Job, reason: str, slots: list[str] | None = None) -> N
         finish_job(record, State.FAILED, ending=State.RUNNING, error=reason)
 
 
-def begin_job(job_id: str, *, worker: str = "", job: Job | None = None) -> JobRecord:
+def begin_job(job: Job, *, worker: str = "") -> JobRecord:
     """Move a queued job to running. Raises JobNotRunnable if it was
     cancelled, has ended, or is running already: a task delivered twice (sent
     again by the reaper, redelivered by the broker) never starts a second run.
 
     memcached's cas decides races with a cancel and with a second delivery;
     the database row follows, and its `queued -> running` update is the last
-    word (also when memcached is away). `job`: its row, if the caller has
-    just read it (it is updated in place once the run began).
+    word (also when memcached is away). `job`: its row, as the task read it
+    (updated in place once the run began).
     """
-    if job is None:
-        job = Job.objects.one(job_id)
-    if job is None:
-        raise JobNotRunnable(f"job {job_id} is unknown")
+    job_id = job.id
     now = time.time()
 
     def start(record: JobRecord) -> bool:
@@ -319,10 +316,10 @@ class Tracker:
 
 
 @contextmanager
-def track_job(job_id: str, *, worker: str = "", job: Job | None = None) -> Iterator[Tracker]:
+def track_job(job: Job, *, worker: str = "") -> Iterator[Tracker]:
     """Run a job's body: running on entry, a final state on exit, a heartbeat
-    in between (see tracking()). `job`: its row, if just read."""
-    record = begin_job(job_id, worker=worker, job=job)
+    in between (see tracking()). `job`: its row, as the task read it."""
+    record = begin_job(job, worker=worker)
     with tracking(record, ProgressReporter(record), job=job) as tracker:
         yield tracker
 
@@ -349,9 +346,8 @@ def tracking(record: JobRecord, reporter: ProgressReporter, *, job: Job | None =
         state, error = how_it_ended(exc)
         errors = [] if state == State.CANCELLED else [error_of(exc)]
     except BaseException as exc:
-        reporter.stop_heartbeat()
+        record.metadata = reporter.stop()
         logger.exception("job %s crashed", job_id)
-        record.metadata = reporter.kept_metadata()
         finish_job(
             record,
             State.FAILED,
@@ -363,9 +359,7 @@ def tracking(record: JobRecord, reporter: ProgressReporter, *, job: Job | None =
         raise
     else:
         state, error, errors = State.SUCCEEDED, "", []
-    # The heartbeat writes the same record: stop it before the final write.
-    reporter.stop_heartbeat()
-    record.metadata = reporter.kept_metadata()
+    record.metadata = reporter.stop()
     result = tracker.result if state == State.SUCCEEDED else JobResult()
     finish_job(
         record,

@@ -20,7 +20,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from typing import cast
+from typing import cast, overload
 
 from pymemcache.exceptions import MemcacheError
 
@@ -204,14 +204,51 @@ def write(record: JobRecord, *, batch: MetaBatch | None = None) -> list[MetaRepl
     return replies
 
 
-def update(job_id: str, change: Callable[[JobRecord], bool], *, read_token: str = "") -> JobRecord | None:
+@overload
+def update(
+    job_id: str, change: Callable[[JobRecord], bool], *, read_token: str = "", missing: None = None
+) -> JobRecord | None: ...
+
+
+@overload
+def update(
+    job_id: str,
+    change: Callable[[JobRecord], bool],
+    *,
+    read_token: str = "",
+    missing: Callable[[], JobRecord],
+) -> JobRecord: ...
+
+
+def update(
+    job_id: str,
+    change: Callable[[JobRecord], bool],
+    *,
+    read_token: str = "",
+    missing: Callable[[], JobRecord] | None = None,
+) -> JobRecord | None:
     """Apply `change` atomically (gets/cas). `change` returns False to leave it;
     it sees the job's cancel flag as `cancel_requested`.
 
     Returns the record as it stands afterwards, or None if there is none.
     `read_token`: the job's, if the caller knows it: its public document is
     then read with the record and written with it, two round trips in all.
+    `missing`: where memcached has no record (lost, or refused as planted),
+    `change` goes to the one `missing()` makes instead, with memcached's
+    cancel flag, and that one is put back unless another process put one
+    first; then theirs is returned (webfarm.progress.rebuilt.changed).
     """
+    record = _update(job_id, change, read_token)
+    if record is not None or missing is None:
+        return record
+    record = missing()
+    record.cancel_requested = is_cancel_requested(job_id)
+    if change(record) and not create_if_missing(record):
+        return read(job_id) or missing()
+    return record
+
+
+def _update(job_id: str, change: Callable[[JobRecord], bool], read_token: str) -> JobRecord | None:
     key, flag = record_key(job_id), cancel_key(job_id)
     public = public_key(job_id, read_token) if read_token else None
     for attempt in range(CAS_ATTEMPTS):

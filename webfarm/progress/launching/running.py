@@ -46,7 +46,7 @@ def run_job(*, job_id: str, worker: str = "") -> None:
         logger.error("job %s runs in parts, not whole: its run_job task dropped", job_id)
         return
     try:
-        with services.track_job(job_id, worker=worker, job=job) as tracker:
+        with services.track_job(job, worker=worker) as tracker:
             tracker.reporter.plan(job_type.stages)
             tracker.result = job_type.run(job=job, params=job.params, tracker=tracker)
     except JobNotRunnable as exc:

@@ -109,7 +109,7 @@ def begin_part(job: Job, index: int, *, worker: str) -> tuple[JobRecord, JobPart
     """Start the job if it is queued (the first part does), then claim the
     part. JobNotRunnable when the job ended or the part is not queued."""
     try:
-        record = begin_job(job.id)
+        record = begin_job(job)
     except JobNotRunnable:
         # Started by another part (maybe a moment ago: memcached says so before the row).
         record = current_record(job)
