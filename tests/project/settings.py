@@ -4,11 +4,8 @@ Django plugin reads the models through it too (pyproject.toml)."""
 
 import json
 import os
-from pathlib import Path
 
 import webfarm
-
-BASE_DIR = Path(__file__).resolve().parent
 
 SECRET_KEY = "webfarm-test-project-key-not-for-production-9f2c7a1e5b3d"
 DEBUG = False
@@ -52,7 +49,9 @@ TEMPLATES = [
 DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",
-        "NAME": os.environ.get("WEBFARM_TEST_DATABASE", BASE_DIR / "db.sqlite3"),
+        # In memory unless a test gives the processes it starts a file
+        # (tests/harness/suites.py library_env): nothing is written here.
+        "NAME": os.environ.get("WEBFARM_TEST_DATABASE", ":memory:"),
         "OPTIONS": {
             # Processes a test starts share a file: writers queue, readers
             # read beside them, as on any SQLite site with several processes.
@@ -76,6 +75,9 @@ LOGIN_REDIRECT_URL = "/"
 MEMCACHED = {
     "SERVERS": os.environ.get("WEBFARM_TEST_MEMCACHED", "127.0.0.1:11211").split(","),
     "NAMESPACE": os.environ.get("WEBFARM_TEST_NAMESPACE", "webfarm-tests"),
+    # The servers named, not the pool the database names: a test of the
+    # pool's changes turns it on (tests/unit/test_pool_plan.py).
+    "POOL_FOLLOW": False,
 }
 CACHES = {
     "default": {
