@@ -9,6 +9,7 @@ class ActivityConfig(AppConfig):
     verbose_name = "Site activity log"
 
     def ready(self) -> None:
+        from webfarm.activity import checks  # noqa: F401 (registers the checks)
         from webfarm.activity.handler import LOGGER, QUEUE_NAME, SiteLogHandler
         from webfarm.queues.front import declare_internal
 

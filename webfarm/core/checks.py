@@ -15,6 +15,8 @@ MAX_NAMESPACE = 64
 
 @checks.register()
 def check_memcached_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    if not get_config.well_typed():
+        return []  # check_settings_dict says which value is of the wrong kind
     config = get_config()
     errors: list[checks.CheckMessage] = []
     try:
@@ -61,6 +63,8 @@ def check_memcached_version(app_configs: Any = None, **kwargs: Any) -> list[chec
     """Each server that answers is recent enough; one that does not answer
     yet is not an error here (a process may start before memcached does)."""
     errors: list[checks.CheckMessage] = []
+    if not get_config.well_typed():
+        return errors  # check_settings_dict says which value is of the wrong kind
     try:
         servers = parse_servers(get_config()["SERVERS"])
     except ImproperlyConfigured:
@@ -77,3 +81,9 @@ def check_memcached_version(app_configs: Any = None, **kwargs: Any) -> list[chec
         if problem:
             errors.append(checks.Error(f"memcached at {host}:{port}: {problem}", id="webfarm_core.E003"))
     return errors
+
+
+@checks.register()
+def check_settings_dict(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """MEMCACHED: unknown keys, wrong types."""
+    return get_config.check_messages("webfarm_core")

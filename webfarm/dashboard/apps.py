@@ -7,4 +7,5 @@ class DashboardConfig(AppConfig):
     verbose_name = "Farm dashboard"
 
     def ready(self) -> None:
-        from webfarm.dashboard import workers  # noqa: F401  (connects the worker heartbeat)
+        # Registers the checks; connects the worker heartbeat.
+        from webfarm.dashboard import checks, workers  # noqa: F401

@@ -7,6 +7,7 @@ from django.core import checks
 from django.utils.module_loading import import_string
 
 from webfarm.limits.backends import LoginThrottleMixin
+from webfarm.limits.conf import get_config
 
 THROTTLED = "webfarm.limits.backends.ThrottledUserBackend"
 
@@ -36,3 +37,9 @@ def check_login_throttle(app_configs: Any = None, **kwargs: Any) -> list[checks.
                 )
             )
     return found
+
+
+@checks.register()
+def check_settings_dict(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """LIMITS: unknown keys, wrong types."""
+    return get_config.check_messages("webfarm_limits")

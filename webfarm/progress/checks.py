@@ -10,6 +10,8 @@ from webfarm.progress.conf import get_config
 
 @checks.register()
 def check_progress_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    if not get_config.well_typed():
+        return []  # check_settings_dict says which value is of the wrong kind
     config = get_config()
     errors: list[checks.CheckMessage] = []
     for name in ("RECORD_TTL", "FINAL_TTL"):
@@ -29,3 +31,9 @@ def check_progress_settings(app_configs: Any = None, **kwargs: Any) -> list[chec
             )
         )
     return errors
+
+
+@checks.register()
+def check_settings_dict(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """PROGRESS: unknown keys, wrong types."""
+    return get_config.check_messages("webfarm_progress")

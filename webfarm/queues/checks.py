@@ -9,6 +9,8 @@ from webfarm.queues.conf import get_config
 
 @checks.register()
 def check_queue_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    if not get_config.well_typed():
+        return []  # check_settings_dict says which value is of the wrong kind
     config = get_config()
     errors: list[checks.CheckMessage] = []
     mirrors = config["MIRRORS"]
@@ -23,3 +25,9 @@ def check_queue_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.
             checks.Error('QUEUES["VISIBILITY_TIMEOUT"] must be 1 s to 30 days', id="webfarm_queues.E002")
         )
     return errors
+
+
+@checks.register()
+def check_settings_dict(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    """QUEUES: unknown keys, wrong types."""
+    return get_config.check_messages("webfarm_queues")
