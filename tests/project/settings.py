@@ -91,12 +91,14 @@ TASKS = {"default": {"BACKEND": "webfarm.djangotasks.backend.CeleryBackend"}}
 # The machine APIs, mounted (tests/project/urls.py) with their tokens.
 QUEUE_API_TOKEN = "test-queue-token"
 STATS_API_TOKEN = "test-stats-token"
-# Empty: the library's defaults. Tests overlay what they change on them, and
-# tell a process they start theirs (WEBFARM_TEST_SETTINGS, as JSON).
-_told = json.loads(os.environ.get("WEBFARM_TEST_SETTINGS", "{}"))
-PROGRESS: dict = _told.get("PROGRESS", {})
-QUEUES: dict = _told.get("QUEUES", {})
-LIMITS: dict = _told.get("LIMITS", {})
-ACTIVITY: dict = _told.get("ACTIVITY", {})
+# Empty: the library's defaults. Tests overlay what they change on them.
+PROGRESS: dict = {}
+QUEUES: dict = {}
+LIMITS: dict = {}
+ACTIVITY: dict = {}
 SESSION_ENGINE = "webfarm.core.sessions"
 AUTHENTICATION_BACKENDS = ["webfarm.limits.backends.ThrottledUserBackend"]
+
+# What a test tells a process it starts, as JSON: settings in place of
+# these (QUEUES, a MIDDLEWARE without an entry, INSTALLED_APPS without an app).
+globals().update(json.loads(os.environ.get("WEBFARM_TEST_SETTINGS", "{}")))

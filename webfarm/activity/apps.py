@@ -2,6 +2,8 @@ import logging
 
 from django.apps import AppConfig
 
+from webfarm.core import needs
+
 
 class ActivityConfig(AppConfig):
     name = "webfarm.activity"
@@ -9,6 +11,7 @@ class ActivityConfig(AppConfig):
     verbose_name = "Site activity log"
 
     def ready(self) -> None:
+        needs.require(self)  # the apps it needs, named by a check where missing
         from webfarm.activity import checks  # noqa: F401 (registers the checks)
         from webfarm.activity.handler import LOGGER, QUEUE_NAME, SiteLogHandler
         from webfarm.queues.front import declare_internal

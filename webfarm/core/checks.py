@@ -2,6 +2,8 @@
 
 from typing import Any
 
+from django.apps import apps
+from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from pymemcache.client.base import Client
@@ -9,6 +11,7 @@ from pymemcache.exceptions import MemcacheError
 
 from webfarm.core.client import parse_servers
 from webfarm.core.conf import get_config
+from webfarm.core.needs import EVERY_APP
 
 MAX_NAMESPACE = 64
 
@@ -87,3 +90,43 @@ def check_memcached_version(app_configs: Any = None, **kwargs: Any) -> list[chec
 def check_settings_dict(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """MEMCACHED: unknown keys, wrong types."""
     return get_config.check_messages("webfarm_core")
+
+
+# The features a setting turns on, and the app each needs: the app's own
+# checks cannot say it is missing, so the base, always installed, does.
+TASKS_BACKEND = "webfarm.djangotasks.backend.CeleryBackend"
+
+
+@checks.register()
+def check_apps_the_settings_need(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
+    found: list[checks.CheckMessage] = []
+    broker = getattr(settings, "CELERY_BROKER_URL", "")
+    if (
+        isinstance(broker, str)
+        and broker.startswith("memcached://")
+        and not apps.is_installed("webfarm.broker")
+    ):
+        found.append(
+            checks.Error(
+                f"CELERY_BROKER_URL is {broker!r}, and the memcached transport is webfarm.broker's, "
+                "which is not in INSTALLED_APPS: Celery would find no such transport",
+                hint=f'add "webfarm.broker" to INSTALLED_APPS ({EVERY_APP} installs every app)',
+                id="webfarm_core.E004",
+            )
+        )
+    tasks = getattr(settings, "TASKS", {})
+    ours = [
+        alias
+        for alias, config in (tasks.items() if isinstance(tasks, dict) else ())
+        if isinstance(config, dict) and config.get("BACKEND") == TASKS_BACKEND
+    ]
+    if ours and not apps.is_installed("webfarm.djangotasks"):
+        found.append(
+            checks.Error(
+                f"TASKS[{ours[0]!r}] uses {TASKS_BACKEND}, whose app, webfarm.djangotasks, is not in "
+                "INSTALLED_APPS: its tasks would have no job type and no page",
+                hint=f'add "webfarm.djangotasks" to INSTALLED_APPS ({EVERY_APP} installs every app)',
+                id="webfarm_core.E005",
+            )
+        )
+    return found

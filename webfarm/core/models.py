@@ -1,3 +1,7 @@
+"""The app's tables. Each model names its app: a project that leaves the app
+out of INSTALLED_APPS hears so from a check (webfarm.core.needs), not from
+a RuntimeError as the model is imported."""
+
 from django.db import models
 
 
@@ -11,6 +15,9 @@ class Revocation(models.Model):
     key = models.CharField(max_length=250)
     at = models.FloatField()
     until = models.FloatField(db_index=True)
+
+    class Meta:
+        app_label = "webfarm_core"
 
     def __str__(self) -> str:
         return f"{self.key} at {self.at}"
@@ -26,6 +33,9 @@ class PoolChange(models.Model):
     started_at = models.DateTimeField(auto_now_add=True)
     staged_at = models.DateTimeField(auto_now=True)
 
+    class Meta:
+        app_label = "webfarm_core"
+
     def __str__(self) -> str:
         return f"{self.old} -> {self.new} ({self.stage})"
 
@@ -38,6 +48,9 @@ class PoolMember(models.Model):
     change = models.BigIntegerField()
     stage = models.CharField(max_length=16)
     seen_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        app_label = "webfarm_core"
 
     def __str__(self) -> str:
         return f"{self.name}: {self.change} {self.stage}"

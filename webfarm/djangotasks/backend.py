@@ -92,11 +92,13 @@ class CeleryBackend(BaseTaskBackend):
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         found: list[checks.CheckMessage] = []
-        if not apps.is_installed("webfarm.progress") or not apps.is_installed("webfarm.djangotasks"):
+        # Without webfarm.djangotasks, webfarm_core.E005 says so.
+        if not apps.is_installed("webfarm.progress"):
             found.append(
                 checks.Error(
-                    f"TASKS[{self.alias!r}] uses {type(self).__name__}, which needs 'webfarm.progress' and "
-                    "'webfarm.djangotasks' in INSTALLED_APPS",
+                    f"TASKS[{self.alias!r}] uses {type(self).__name__}, which needs 'webfarm.progress' "
+                    "in INSTALLED_APPS",
+                    hint="INSTALLED_APPS += webfarm.APPS installs every app",
                     id="webfarm_djangotasks.E001",
                 )
             )

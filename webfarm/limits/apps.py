@@ -1,5 +1,7 @@
 from django.apps import AppConfig, apps
 
+from webfarm.core import needs
+
 
 class LimitsConfig(AppConfig):
     name = "webfarm.limits"
@@ -7,6 +9,7 @@ class LimitsConfig(AppConfig):
     verbose_name = "Farm-wide concurrency limits"
 
     def ready(self) -> None:
+        needs.require(self)  # the apps it needs, named by a check where missing
         from webfarm.limits import checks  # noqa: F401 (registers the checks)
 
         if apps.is_installed("django.contrib.admin"):

@@ -2,6 +2,7 @@ from django.apps import AppConfig
 from django.urls import register_converter
 from django.utils.module_loading import autodiscover_modules
 
+from webfarm.core import needs
 from webfarm.core.paths import hide_in_logs
 from webfarm.progress.ids import ID_PATTERN, JobIdConverter
 
@@ -12,6 +13,7 @@ class ProgressConfig(AppConfig):
     verbose_name = "Job progress over memcached"
 
     def ready(self) -> None:
+        needs.require(self)  # the apps it needs, named by a check where missing
         # A job's id in any app's URL patterns: <webfarm_job:job_id>.
         register_converter(JobIdConverter, "webfarm_job")
         # Registers checks and signal receivers (liveness: a worker's main process).

@@ -1,3 +1,7 @@
+"""The app's tables. Each model names its app: a project that leaves the app
+out of INSTALLED_APPS hears so from a check (webfarm.core.needs), not from
+a RuntimeError as the model is imported."""
+
 from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import Any
@@ -92,6 +96,7 @@ class Job(models.Model):
     objects = StateQuerySet.as_manager()
 
     class Meta:
+        app_label = "webfarm_progress"
         ordering = ["-created_at"]
         indexes = [
             models.Index(fields=["owner", "-created_at"]),
@@ -138,6 +143,7 @@ class JobPart(models.Model):
     objects = StateQuerySet.as_manager()
 
     class Meta:
+        app_label = "webfarm_progress"
         ordering = ["job", "index"]
         constraints = [models.UniqueConstraint(fields=["job", "index"], name="one_row_per_part")]
 

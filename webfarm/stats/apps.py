@@ -1,5 +1,7 @@
 from django.apps import AppConfig
 
+from webfarm.core import needs
+
 
 class StatsConfig(AppConfig):
     name = "webfarm.stats"
@@ -7,4 +9,5 @@ class StatsConfig(AppConfig):
     verbose_name = "Farm-wide counters"
 
     def ready(self) -> None:
+        needs.require(self)  # the apps it needs, named by a check where missing
         from webfarm.stats import signals  # noqa: F401  (connects the receivers)

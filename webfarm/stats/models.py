@@ -1,3 +1,7 @@
+"""The app's tables. Each model names its app: a project that leaves the app
+out of INSTALLED_APPS hears so from a check (webfarm.core.needs), not from
+a RuntimeError as the model is imported."""
+
 from django.db import models
 
 
@@ -8,6 +12,9 @@ class CounterWatermark(models.Model):
     generation = models.CharField(max_length=16)
     raw = models.BigIntegerField(default=0)
     harvested_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        app_label = "webfarm_stats"
 
     def __str__(self) -> str:
         return f"{self.key} @ {self.raw}"
@@ -29,6 +36,7 @@ class CounterSample(CountedValue):
     hour = models.DateTimeField()
 
     class Meta:
+        app_label = "webfarm_stats"
         constraints = [models.UniqueConstraint(fields=["key", "hour"], name="one_sample_per_hour")]
         indexes = [models.Index(fields=["hour"])]
 
@@ -40,6 +48,7 @@ class DailySummary(CountedValue):
     day = models.DateField()
 
     class Meta:
+        app_label = "webfarm_stats"
         constraints = [models.UniqueConstraint(fields=["key", "day"], name="one_summary_per_day")]
 
     def __str__(self) -> str:
@@ -52,6 +61,7 @@ class CounterMinute(CountedValue):
     minute = models.DateTimeField()
 
     class Meta:
+        app_label = "webfarm_stats"
         constraints = [models.UniqueConstraint(fields=["key", "minute"], name="one_sample_per_minute")]
         indexes = [models.Index(fields=["minute"])]
 
