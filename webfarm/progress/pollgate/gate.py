@@ -14,6 +14,7 @@ from django.dispatch import receiver
 from django.urls import Resolver404, ResolverMatch, resolve, set_script_prefix
 from django.utils.log import log_response
 
+from webfarm.core.startup import refuse_misconfigured
 from webfarm.progress import views
 from webfarm.progress.conf import get_config
 from webfarm.progress.pollgate.chain import Handler, checked_host, poll_chain
@@ -59,6 +60,8 @@ def answered_and_drained(
 
 class PollGate:
     def __init__(self, app: WSGIApp) -> None:
+        # The web node's start: it refuses a configuration the checks call wrong.
+        refuse_misconfigured("web")
         self.app = app
         self._chain: Handler | None = None
         self._lanes: Lanes | None = None
