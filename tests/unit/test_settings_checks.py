@@ -95,3 +95,14 @@ def test_a_settings_dict_that_is_no_dict_is_named_and_the_defaults_hold(settings
 def test_the_memcached_client_reads_the_same_settings_the_check_reads(settings):
     settings.MEMCACHED = {**settings.MEMCACHED, "TIMEOUT": 1}
     assert memcached_config()["TIMEOUT"] == 1 and not [m for m in _ours() if m.id.endswith(".E102")]
+
+
+def test_a_server_that_does_not_answer_is_named_and_one_that_does_is_not(settings, memcached_server):
+    from tests.harness.processes import free_port
+
+    silent = f"127.0.0.1:{free_port()}"
+    settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [memcached_server, silent]}
+    warned = [m for m in _ours() if m.id == "webfarm_core.W001"]
+    assert len(warned) == 1 and warned[0].level == checks.WARNING
+    assert warned[0].msg.startswith(f"memcached at {silent} does not answer")
+    assert "no job can start" in warned[0].msg and 'MEMCACHED["SERVERS"]' in warned[0].hint

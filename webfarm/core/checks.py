@@ -63,8 +63,8 @@ def version_problem(version: str) -> str | None:
 
 @checks.register()
 def check_memcached_version(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
-    """Each server that answers is recent enough; one that does not answer
-    yet is not an error here (a process may start before memcached does)."""
+    """Each server answers, and is recent enough. One that does not answer
+    is a warning, not an error: a process may start before memcached does."""
     errors: list[checks.CheckMessage] = []
     if not get_config.well_typed():
         return errors  # check_settings_dict says which value is of the wrong kind
@@ -76,7 +76,15 @@ def check_memcached_version(app_configs: Any = None, **kwargs: Any) -> list[chec
         client = Client((host, port), connect_timeout=0.5, timeout=0.5)
         try:
             version = client.version().decode(errors="replace")
-        except (MemcacheError, OSError):
+        except (MemcacheError, OSError) as exc:
+            errors.append(
+                checks.Warning(
+                    f"memcached at {host}:{port} does not answer ({exc or type(exc).__name__}): "
+                    "no job can start, and no bar moves, until it does",
+                    hint='start it there, or set MEMCACHED["SERVERS"] to the servers the farm runs',
+                    id="webfarm_core.W001",
+                )
+            )
             continue
         finally:
             client.close()

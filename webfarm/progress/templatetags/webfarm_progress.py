@@ -19,6 +19,7 @@ from django.utils.html import format_html
 from webfarm.progress.models import Job
 from webfarm.progress.registry import get_job_type
 from webfarm.progress.selectors import record_of
+from webfarm.progress.states import FINAL_STATES
 
 register = template.Library()
 
@@ -57,6 +58,10 @@ def progress_bar(
     return {
         "job": job,
         "record": record,
+        # Ended, and the page knew it: a page that read the job's row before
+        # the end, and its record after, keeps its bar live, and the bar's
+        # first poll ends it as the page asks (a reload, to show the result).
+        "final": record.is_final and job.state in FINAL_STATES,
         "reload_on_success": reload_on_success,
         "request": request,
         "csrf_token": csrf_token,
