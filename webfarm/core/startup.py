@@ -10,13 +10,14 @@ from typing import Any
 
 from django.core import checks
 
-_passed: set[str] = set()
+_passed: set[tuple[str, tuple[str, ...]]] = set()
 
 
-def refuse_misconfigured(process: str) -> None:
-    """SystemExit(3) with the reasons if the library's checks find an error;
-    once per process kind and process (a web node's every PollGate)."""
-    if process in _passed:
+def refuse_misconfigured(process: str, ids: tuple[str, ...] = ("webfarm_",)) -> None:
+    """SystemExit(3) with the reasons if a check whose id starts with one of
+    `ids` (the library's; `("",)`: every check) finds an error; once per
+    process kind and process (a web node's every PollGate)."""
+    if (process, ids) in _passed:
         return
     # No database: Django 6.1 would otherwise open a connection for the
     # model checks, in a process that may fork right after.
@@ -25,10 +26,10 @@ def refuse_misconfigured(process: str) -> None:
         for message in checks.run_checks(databases=[])
         if message.level >= checks.ERROR
         and not message.is_silenced()
-        and str(message.id or "").startswith("webfarm_")
+        and str(message.id or "").startswith(ids)
     ]
     if not errors:
-        _passed.add(process)
+        _passed.add((process, ids))
         return
     reasons = "\n".join(f"  {message}" for message in errors)
     print(f"webfarm {process}: refusing to start, the configuration has errors:\n{reasons}", file=sys.stderr)
