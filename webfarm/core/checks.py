@@ -11,7 +11,7 @@ from pymemcache.exceptions import MemcacheError
 
 from webfarm.core.client import parse_servers
 from webfarm.core.conf import get_config
-from webfarm.core.needs import EVERY_APP
+from webfarm.core.needs import EVERY_APP, TASKS_BACKEND, tasks_on_our_backend
 
 MAX_NAMESPACE = 64
 
@@ -102,9 +102,6 @@ def check_settings_dict(app_configs: Any = None, **kwargs: Any) -> list[checks.C
 
 # The features a setting turns on, and the app each needs: the app's own
 # checks cannot say it is missing, so the base, always installed, does.
-TASKS_BACKEND = "webfarm.djangotasks.backend.CeleryBackend"
-
-
 @checks.register()
 def check_apps_the_settings_need(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     found: list[checks.CheckMessage] = []
@@ -122,12 +119,7 @@ def check_apps_the_settings_need(app_configs: Any = None, **kwargs: Any) -> list
                 id="webfarm_core.E004",
             )
         )
-    tasks = getattr(settings, "TASKS", {})
-    ours = [
-        alias
-        for alias, config in (tasks.items() if isinstance(tasks, dict) else ())
-        if isinstance(config, dict) and config.get("BACKEND") == TASKS_BACKEND
-    ]
+    ours = list(tasks_on_our_backend())
     if ours and not apps.is_installed("webfarm.djangotasks"):
         found.append(
             checks.Error(

@@ -6,6 +6,7 @@ importing it does not fail)."""
 from typing import Any
 
 from django.apps import AppConfig, apps
+from django.conf import settings
 from django.core import checks
 
 # Every app reads core's tables (the memcached pool, revocations); these read more.
@@ -16,6 +17,22 @@ NEEDS = {
     "webfarm.dashboard": ("webfarm.core", "webfarm.progress", "webfarm.stats"),
 }
 EVERY_APP = "INSTALLED_APPS += webfarm.APPS"
+# The Tasks backend, as a project's TASKS names it: its app (webfarm.djangotasks)
+# must be installed, which the base checks, as the app itself cannot.
+TASKS_BACKEND = "webfarm.djangotasks.backend.CeleryBackend"
+
+
+def tasks_on_our_backend() -> dict[str, dict[str, Any]]:
+    """TASKS's entries that use our backend, by alias (read at each call: a
+    test may change the setting). A TASKS or an entry that is no dict has none."""
+    tasks = getattr(settings, "TASKS", {})
+    if not isinstance(tasks, dict):
+        return {}
+    return {
+        alias: config
+        for alias, config in tasks.items()
+        if isinstance(config, dict) and config.get("BACKEND") == TASKS_BACKEND
+    }
 
 
 def missing(app: str) -> list[str]:

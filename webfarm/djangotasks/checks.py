@@ -5,7 +5,7 @@ from typing import Any
 from django.conf import settings
 from django.core import checks
 
-from webfarm.djangotasks.jobs import BACKEND
+from webfarm.core.needs import tasks_on_our_backend
 
 OWNERS = "webfarm.djangotasks.owners.TaskOwnerMiddleware"
 AUTHENTICATION = "django.contrib.auth.middleware.AuthenticationMiddleware"
@@ -15,9 +15,7 @@ AUTHENTICATION = "django.contrib.auth.middleware.AuthenticationMiddleware"
 def check_owner_middleware(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckMessage]:
     """Without the middleware a task a view enqueues belongs to nobody, and
     its user gets 404 on her own task's page."""
-    tasks = getattr(settings, "TASKS", {})
-    configs = tasks.values() if isinstance(tasks, dict) else ()
-    if not any(isinstance(c, dict) and c.get("BACKEND") == BACKEND for c in configs):
+    if not tasks_on_our_backend():
         return []
     middleware = list(settings.MIDDLEWARE)
     if OWNERS not in middleware:

@@ -12,9 +12,9 @@ from functools import cache
 from traceback import format_exception
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 
+from webfarm.core.needs import tasks_on_our_backend
 from webfarm.djangotasks.compat import (
     TaskError,
     TaskResultStatus,
@@ -27,7 +27,6 @@ from webfarm.djangotasks.results import result_of, task_of
 from webfarm.progress.api import Job, JobResult, JobType, SlotLimits, Tracker, job_ended
 from webfarm.progress.registry import add_source
 
-BACKEND = "webfarm.djangotasks.backend.CeleryBackend"
 DEFAULT_QUEUE = "default"
 # A job type's name is the job's kind, in counters' labels and URLs:
 # "task.<alias>.<queue>", each a NAME.
@@ -145,9 +144,7 @@ def configured() -> list[TaskJobType]:
     """A job type for each queue of each of our backends in TASKS (read on
     every lookup: a test may change the setting)."""
     found = []
-    for alias, config in getattr(settings, "TASKS", {}).items():
-        if config.get("BACKEND") != BACKEND:
-            continue
+    for alias, config in tasks_on_our_backend().items():
         options = Options.of(config.get("OPTIONS", {}))
         for queue in config.get("QUEUES") or [DEFAULT_QUEUE]:
             found.append(job_type_for(alias, queue, options))
