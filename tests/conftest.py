@@ -151,6 +151,19 @@ def alice():
 
 
 @pytest.fixture
+def client_and_job(alice):
+    """alice's client, getting the answer a browser would where a view raises
+    (tests of bad input), and a job of hers."""
+    from django.test import Client
+
+    from webfarm.progress import services
+
+    client = Client(raise_request_exception=False)
+    client.force_login(alice)
+    return client, services.create_job(owner=alice, kind="count", title="t", params={})
+
+
+@pytest.fixture
 def alice_client(alice):
     """Django's test client, logged in as alice."""
     from django.test import Client

@@ -4,23 +4,11 @@ never a 500 (tests/unit/test_bad_input.py: the library's)."""
 from urllib.parse import quote
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.test import Client
 
 from demofarm.polls.models import Poll
 from tests.harness.hostile import HOSTILE
-from webfarm.progress import services
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def client_and_job():
-    alice = get_user_model().objects.create_user("alice", password="x")
-    client = Client(raise_request_exception=False)
-    client.force_login(alice)
-    job = services.create_job(owner=alice, kind="top-customers", title="t", params={})
-    return client, job
 
 
 def _segment(value: str) -> str:

@@ -4,22 +4,11 @@ the library's pages, and a project's that start jobs through it."""
 from urllib.parse import quote
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 
 from tests.harness.hostile import HOSTILE
-from webfarm.progress import services
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def client_and_job():
-    alice = get_user_model().objects.create_user("alice", password="x")
-    client = Client(raise_request_exception=False)
-    client.force_login(alice)
-    job = services.create_job(owner=alice, kind="count", title="t", params={})
-    return client, job
 
 
 @pytest.mark.parametrize("value", HOSTILE)

@@ -5,7 +5,9 @@ never a traceback and never a silent default."""
 import pytest
 from django.core import checks
 
+from tests.harness.processes import free_port
 from webfarm.core.conf import get_config as memcached_config
+from webfarm.queues.conf import get_config as queues_config
 
 
 def _ours() -> list[checks.CheckMessage]:
@@ -87,9 +89,7 @@ def test_a_settings_dict_that_is_no_dict_is_named_and_the_defaults_hold(settings
     message = _by_id(_ours())["webfarm_queues.E100"]
     assert message.msg == "QUEUES is a list, not a dict of settings"
     assert message.hint.startswith('write it as QUEUES = {"')
-    from webfarm.queues.conf import get_config
-
-    assert get_config()["VISIBILITY_TIMEOUT"] == 60  # the default, not a crash
+    assert queues_config()["VISIBILITY_TIMEOUT"] == 60  # the default, not a crash
 
 
 def test_the_memcached_client_reads_the_same_settings_the_check_reads(settings):
@@ -98,8 +98,6 @@ def test_the_memcached_client_reads_the_same_settings_the_check_reads(settings):
 
 
 def test_a_server_that_does_not_answer_is_named_and_one_that_does_is_not(settings, memcached_server):
-    from tests.harness.processes import free_port
-
     silent = f"127.0.0.1:{free_port()}"
     settings.MEMCACHED = {**settings.MEMCACHED, "SERVERS": [memcached_server, silent]}
     warned = [m for m in _ours() if m.id == "webfarm_core.W001"]

@@ -29,15 +29,17 @@ def _describe(params: dict[str, Any]) -> str:
     return f"Count to {params.get('steps', 10)}"
 
 
-@job_type(
-    "count",
-    title="Count",
-    noun="count",
-    stages=STAGES,
-    retry_on_lost=True,
-    page="shop:job",
-    describe=_describe,
-)
+# What both job types are besides their name and title: counts, safe to run twice.
+COUNTING: dict[str, Any] = {
+    "noun": "count",
+    "stages": STAGES,
+    "retry_on_lost": True,
+    "page": "shop:job",
+    "describe": _describe,
+}
+
+
+@job_type("count", title="Count", **COUNTING)
 def count(*, job: Job, params: dict[str, Any], tracker: Tracker) -> JobResult:
     steps = int(params.get("steps", 10))
     _count(tracker, params, steps)
@@ -60,17 +62,7 @@ def _merge(*, job: Job, parts: list[JobPart], params: dict[str, Any], tracker: T
     return _result(job, counted)
 
 
-@job_type(
-    "count-parts",
-    title="Count in parts",
-    noun="count",
-    stages=STAGES,
-    retry_on_lost=True,
-    page="shop:job",
-    describe=_describe,
-    split=_split,
-    merge=_merge,
-)
+@job_type("count-parts", title="Count in parts", split=_split, merge=_merge, **COUNTING)
 def count_part(*, job: Job, part: JobPart, params: dict[str, Any], tracker: Tracker) -> dict[str, Any]:
     steps = int(part.params["steps"])
     _count(tracker, params, steps)
